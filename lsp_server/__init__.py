@@ -1,0 +1,1 @@
+"""The fastcomplete language server (pygls) and its command-line entry point."""

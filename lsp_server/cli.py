@@ -1,0 +1,125 @@
+"""The `fastcomplete` command. Each subcommand parses arguments and calls one plain function."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+def _models_build(args: argparse.Namespace) -> int:
+    from models.build import BuildRequest, build
+
+    request = BuildRequest(
+        name=args.name,
+        from_gguf=args.from_gguf,
+        from_hf=args.from_hf,
+        tiny=args.tiny,
+        force=args.force,
+    )
+    result = build(request, quiet=args.quiet)
+    if not result.built:
+        print(f"{result.name}: already built and intact at {result.path} (--force rebuilds)")
+        return 0
+    fig = result.manifests["fast"].validation
+    print(
+        f"{result.name}: built in {result.seconds:.0f} s at {result.path}\n"
+        f"  fast vs standard top-1 agreement {fig['top1_agreement']:.3f} over {fig['tokens']} "
+        f"tokens; NLL standard {fig['nll_standard']:.3f}, fast {fig['nll_fast']:.3f}"
+    )
+    return 0
+
+
+def _models_list(args: argparse.Namespace) -> int:
+    from models.registry import list_models
+
+    statuses = list_models()
+    if args.json:
+        print(json.dumps([s.to_json() for s in statuses], indent=2))
+        return 0
+    if not statuses:
+        print("no models built yet: run `fastcomplete models build`")
+    for s in statuses:
+        info = s.to_json()
+        size = f"{info['size_bytes'] / 1e6:.0f} MB" if info["size_bytes"] else "?"
+        agree = (info["validation"] or {}).get("top1_agreement")
+        state = "ok" if s.manifest and not s.problems else "BROKEN: " + "; ".join(s.problems)
+        print(
+            f"{s.name:<20} {s.variant:<9} {info['precision'] or '?':<17} {size:>7}  "
+            f"agreement {agree}  {state}"
+        )
+    return 0
+
+
+def _models_verify(args: argparse.Namespace) -> int:
+    from models.registry import verify
+
+    statuses = verify(args.name)
+    for s in statuses:
+        print(f"{s.name} {s.variant}: " + ("ok" if not s.problems else "; ".join(s.problems)))
+    return 0 if all(not s.problems for s in statuses) else EXIT_ERROR
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from models.paths import DEFAULT_MODEL
+
+    parser = argparse.ArgumentParser(prog="fastcomplete", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    models = sub.add_parser("models", help="build, list and verify models").add_subparsers(
+        dest="models_command", required=True
+    )
+    b = models.add_parser("build", help="build the standard (FP32) and fast (INT8) models")
+    src = b.add_mutually_exclusive_group()
+    src.add_argument("--from-gguf", type=Path, metavar="FILE", help="a Llama-family GGUF file")
+    src.add_argument("--from-hf", type=Path, metavar="DIR", help="a Hugging Face model folder")
+    src.add_argument("--tiny", action="store_true", help="a tiny random model for tests")
+    b.add_argument("--name", help="model name under $FASTCOMPLETE_HOME/models")
+    b.add_argument("--force", action="store_true", help="rebuild even if a valid build exists")
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+    b.set_defaults(func=_models_build)
+
+    lst = models.add_parser("list", help="list built models")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=_models_list)
+
+    ver = models.add_parser("verify", help="check sha256s and run one forward pass")
+    ver.add_argument("name", nargs="?", default=DEFAULT_MODEL)
+    ver.set_defaults(func=_models_verify)
+    return parser
+
+
+def _known_errors() -> tuple[type[Exception], ...]:
+    from models.build import BuildError
+    from models.manifest import ManifestError
+    from models.source import SourceError
+    from models.validate import ValidationError
+
+    return (BuildError, ManifestError, SourceError, ValidationError, FileNotFoundError)
+
+
+def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        print("fastcomplete: interrupted; nothing was left half-made", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if isinstance(exc, (*_known_errors(), OSError)):
+            print(f"fastcomplete: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args.func, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

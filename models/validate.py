@@ -1,0 +1,130 @@
+"""Checks run inside every build: the ONNX graphs must match the weights they came from."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inference.graph import GraphSpec, forward, inspect_graph
+from inference.session import SessionConfig, create_session
+
+MIN_AGREEMENT = 0.95
+SAMPLE_FILE = "validation_sample.py.txt"
+MAX_SAMPLE_TOKENS = 512
+GREEDY_PROMPTS = (
+    "def fibonacci(n):\n    ",
+    "import os\nimport sys\n\n\ndef main(argv):\n    ",
+    "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n",
+)
+GREEDY_TOKENS = 12
+
+
+class ValidationError(Exception):
+    """A built graph disagrees with its reference beyond what the build accepts."""
+
+
+@dataclass
+class Agreement:
+    tokens: int
+    top1_agreement: float
+    nll_standard: float
+    nll_fast: float
+
+
+def sample_text() -> str:
+    return resources.files("models").joinpath("data", SAMPLE_FILE).read_text()
+
+
+def _session(path: Path) -> tuple[Any, GraphSpec]:
+    session = create_session(path, SessionConfig(prefer_gpu=False))
+    return session, inspect_graph(session)
+
+
+def teacher_forced_logits(path: Path, ids: np.ndarray) -> np.ndarray:
+    session, spec = _session(path)
+    logits, _ = forward(session, spec, ids, 0, spec.empty_past(), num_logits=len(ids))
+    return logits
+
+
+def _nll(logits: np.ndarray, targets: np.ndarray) -> float:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    logprobs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return float(-logprobs[np.arange(len(targets)), targets].mean())
+
+
+def agreement(standard: Path, fast: Path, ids: np.ndarray) -> Agreement:
+    """Teacher-forced top-1 agreement of fast vs standard, and each one's NLL on the sample."""
+    ref = teacher_forced_logits(standard, ids)[:-1]
+    got = teacher_forced_logits(fast, ids)[:-1]
+    targets = ids[1:]
+    return Agreement(
+        tokens=len(targets),
+        top1_agreement=float((ref.argmax(-1) == got.argmax(-1)).mean()),
+        nll_standard=round(_nll(ref, targets), 4),
+        nll_fast=round(_nll(got, targets), 4),
+    )
+
+
+def onnx_greedy(path: Path, ids: list[int], steps: int) -> list[int]:
+    session, spec = _session(path)
+    past, past_len, chunk, out = spec.empty_past(), 0, np.array(ids), []
+    for _ in range(steps):
+        logits, past = forward(session, spec, chunk, past_len, past)
+        past_len += len(chunk)
+        out.append(int(logits[-1].argmax()))
+        chunk = np.array(out[-1:])
+    return out
+
+
+def torch_greedy(hf_dir: Path, prompts: list[list[int]], steps: int) -> list[list[int]]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    results = []
+    with torch.no_grad():
+        for ids in prompts:
+            out = model.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=steps,
+                min_new_tokens=steps,  # compare a fixed length: do not stop at EOS
+                do_sample=False,
+                pad_token_id=0,
+            )
+            results.append(out[0, len(ids) :].tolist())
+    return results
+
+
+def validate(hf_dir: Path, standard: Path, fast: Path, encode: Any) -> dict[str, Any]:
+    """Run both checks; raise ValidationError when either fails. Returns the figures."""
+    prompts = [encode(p) for p in GREEDY_PROMPTS]
+    expected = torch_greedy(hf_dir, prompts, GREEDY_TOKENS)
+    got = [onnx_greedy(standard, ids, GREEDY_TOKENS) for ids in prompts]
+    same = sum(a == b for a, b in zip(expected, got, strict=True))
+    if same != len(prompts):
+        raise ValidationError(
+            f"FP32 ONNX greedy tokens differ from transformers on {len(prompts) - same} of "
+            f"{len(prompts)} prompts: the export is wrong"
+        )
+    ids = np.array(encode(sample_text())[:MAX_SAMPLE_TOKENS], dtype=np.int64)
+    figures = agreement(standard, fast, ids)
+    if figures.top1_agreement < MIN_AGREEMENT:
+        raise ValidationError(
+            f"fast model top-1 agreement {figures.top1_agreement:.3f} < {MIN_AGREEMENT} on "
+            f"{SAMPLE_FILE}: quantization lost too much quality"
+        )
+    return {
+        "sample": SAMPLE_FILE,
+        **asdict(figures),
+        "top1_agreement": round(figures.top1_agreement, 4),
+        "onnx_vs_torch_greedy": {
+            "prompts": len(prompts),
+            "identical": same,
+            "tokens": GREEDY_TOKENS,
+        },
+    }

@@ -1,0 +1,48 @@
+"""Shared fixtures: one tiny model built per session, copied into per-test homes when tests mutate."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from models.build import BuildRequest, build
+from models.paths import DEFAULT_MODEL, fastcomplete_home
+from models.tiny import TINY_NAME
+
+
+@pytest.fixture(scope="session")
+def shared_home() -> Path:
+    """The user's FASTCOMPLETE_HOME: built models are cached there across runs (CI sets it)."""
+    return fastcomplete_home()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(shared_home: Path) -> Path:
+    """The tiny model's folder (built on first use, then reused from the cache)."""
+    return build(BuildRequest(tiny=True), quiet=True).path
+
+
+@pytest.fixture(scope="session")
+def real_model(shared_home: Path) -> Path:
+    """The real SmolLM2 models: `make test` builds them before pytest; built here if missing."""
+    return build(BuildRequest(name=DEFAULT_MODEL), quiet=True).path
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty FASTCOMPLETE_HOME of the test's own."""
+    path = tmp_path / "home"
+    monkeypatch.setenv("FASTCOMPLETE_HOME", str(path))
+    yield path
+
+
+@pytest.fixture
+def home_with_tiny(tiny_model: Path, home: Path) -> Path:
+    """A private home holding a copy of the tiny model, for tests that damage or rebuild it."""
+    shutil.copytree(tiny_model, home / "models" / TINY_NAME)
+    assert os.environ["FASTCOMPLETE_HOME"] == str(home)
+    return home

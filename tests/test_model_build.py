@@ -1,0 +1,181 @@
+"""The model pipeline on the tiny model: manifests, idempotence, atomic failure, bad input, verify."""
+
+from __future__ import annotations
+
+import errno
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import models.build as build_module
+from models.build import BuildError, BuildRequest, build
+from models.manifest import read_manifest, sha256_file
+from models.paths import VARIANTS, models_dir
+from models.registry import list_models, verify
+from models.source import SourceError
+from models.tiny import TINY_NAME
+from models.validate import MIN_AGREEMENT
+
+
+def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {"FASTCOMPLETE_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "lsp_server.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
+    )
+
+
+def test_tiny_manifests_describe_both_models(tiny_model: Path) -> None:
+    standard = read_manifest(tiny_model / "standard")
+    fast = read_manifest(tiny_model / "fast")
+    assert (standard.precision, fast.precision) == ("fp32", "int8-weight-only")
+    assert fast.quantization == {
+        "method": "MatMulNBits",
+        "bits": 8,
+        "block_size": 32,
+        "symmetric": True,
+        "accuracy_level": 4,
+    }
+    assert standard.quantization is None
+    for m in (standard, fast):
+        # The GGUF's facts, not transformers' conversion: no BOS, EOS <|im_end|>, plus end markers.
+        assert m.bos_policy == "never" and m.bos_token_id is None
+        assert {0, 2} <= set(m.eos_token_ids)
+        assert m.fim is None
+        assert m.family == "llama" and m.num_layers == 2 and m.head_dim == 16
+        assert set(m.files) == {"model.onnx", "tokenizer.json"}
+        assert m.validation["top1_agreement"] >= MIN_AGREEMENT
+        assert m.validation["onnx_vs_torch_greedy"]["identical"] == 3
+        assert {"onnxruntime-gpu", "torch", "optimum"} & set(m.tools)
+        for name, entry in m.files.items():
+            assert sha256_file(tiny_model / m.variant / name) == entry.sha256
+
+
+def test_second_build_is_a_no_op_and_force_rebuilds(home_with_tiny: Path) -> None:
+    before = sha256_file(models_dir() / TINY_NAME / "fast" / "manifest.json")
+    assert build(BuildRequest(tiny=True), quiet=True).built is False
+    rebuilt = build(BuildRequest(tiny=True, force=True), quiet=True)
+    assert rebuilt.built is True
+    assert sha256_file(rebuilt.path / "fast" / "manifest.json") != before  # new build time/date
+    assert not list(models_dir().glob(".*")), "no temporary or old folders left behind"
+
+
+def test_failed_build_leaves_nothing_and_keeps_the_previous_model(
+    home_with_tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = models_dir() / TINY_NAME
+    before = {p: sha256_file(p) for p in target.rglob("*") if p.is_file()}
+
+    def broken_validation(*args: object, **kwargs: object) -> dict:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(build_module, "validate", broken_validation)
+    with pytest.raises(BuildError, match="disk full"):
+        build(BuildRequest(tiny=True, force=True), quiet=True)
+    assert {p: sha256_file(p) for p in target.rglob("*") if p.is_file()} == before
+    assert not list(models_dir().glob(".*"))
+
+
+def test_interrupted_build_leaves_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupt(*args: object, **kwargs: object) -> Path:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_module, "quantize_weights", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        build(BuildRequest(tiny=True), quiet=True)
+    assert list(models_dir().iterdir()) == []
+
+
+def test_missing_gguf_is_a_one_line_error(home: Path) -> None:
+    result = _cli("models", "build", "--from-gguf", str(home / "nope.gguf"), home=home)
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"fastcomplete: error: GGUF file not found: {home}/nope.gguf"
+
+
+def test_corrupt_gguf_is_refused(home: Path, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"PK\x03\x04" + b"\0" * 1000)
+    with pytest.raises(SourceError, match="not a GGUF file"):
+        build(BuildRequest(from_gguf=junk), quiet=True)
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 64)
+    with pytest.raises(SourceError, match="corrupt GGUF"):
+        build(BuildRequest(from_gguf=truncated), quiet=True)
+    assert not (home / "models").exists() or not any((home / "models").iterdir())
+
+
+def test_unsupported_architecture_is_refused(home: Path, tiny_model: Path, tmp_path: Path) -> None:
+    hf = tmp_path / "gpt2ish"
+    hf.mkdir()
+    config = json.loads((tiny_model / "hf" / "config.json").read_text())
+    config["model_type"] = "gpt2"
+    (hf / "config.json").write_text(json.dumps(config))
+    for name in ("tokenizer.json", "model.safetensors"):
+        (hf / name).symlink_to(tiny_model / "hf" / name)
+    result = _cli("models", "build", "--from-hf", str(hf), home=home)
+    assert result.returncode == 1
+    assert "architecture 'gpt2' is not supported" in result.stderr
+
+
+def test_verify_finds_corruption(home_with_tiny: Path) -> None:
+    assert all(not s.problems for s in verify(TINY_NAME))
+    model = models_dir() / TINY_NAME / "fast" / "model.onnx"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    problems = {s.variant: s.problems for s in verify(TINY_NAME)}
+    assert problems["standard"] == []
+    assert "sha256 mismatch" in problems["fast"][0]
+    result = _cli("models", "verify", TINY_NAME, home=home_with_tiny)
+    assert result.returncode == 1 and "sha256 mismatch" in result.stdout
+
+
+def test_list_json_shows_both_variants(home_with_tiny: Path) -> None:
+    result = _cli("models", "list", "--json", home=home_with_tiny)
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(r["name"], r["variant"]) for r in rows] == [(TINY_NAME, v) for v in VARIANTS]
+    assert {r["precision"] for r in rows} == {"fp32", "int8-weight-only"}
+    assert all(r["ok"] and r["validation"]["top1_agreement"] >= MIN_AGREEMENT for r in rows)
+    assert len(list_models()) == 2
+
+
+def test_from_hf_records_a_fim_template(home: Path, tiny_model: Path, tmp_path: Path) -> None:
+    """A user's model whose tokenizer has StarCoder FIM tokens gets the template in its manifest."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    hf = tmp_path / "coder"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model / "hf")
+    tokenizer.add_special_tokens(
+        {"additional_special_tokens": ["<fim_prefix>", "<fim_suffix>", "<fim_middle>"]}
+    )
+    model = AutoModelForCausalLM.from_pretrained(tiny_model / "hf")
+    model.resize_token_embeddings(len(tokenizer))
+    model.save_pretrained(hf)
+    tokenizer.save_pretrained(hf)
+    result = build(BuildRequest(from_hf=hf), quiet=True)
+    assert result.name == "coder"
+    fim = read_manifest(result.path / "fast").fim
+    assert fim is not None and (fim.prefix, fim.suffix, fim.middle) == (
+        "<fim_prefix>",
+        "<fim_suffix>",
+        "<fim_middle>",
+    )
+
+
+@pytest.mark.real_model
+def test_real_models_are_built_and_valid(real_model: Path) -> None:
+    fast = read_manifest(real_model / "fast")
+    standard = read_manifest(real_model / "standard")
+    assert fast.validation["top1_agreement"] >= MIN_AGREEMENT
+    assert fast.validation["nll_fast"] < fast.validation["nll_standard"] + 0.1
+    assert (standard.num_layers, standard.num_kv_heads, standard.head_dim) == (30, 3, 64)
+    assert standard.eos_token_ids[:2] == [0, 2] and standard.bos_policy == "never"
+    assert all(not s.problems for s in verify(real_model.name))
