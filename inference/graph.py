@@ -32,6 +32,7 @@ class GraphSpec:
     kv_dtype: type
     has_position_ids: bool
     has_num_logits: bool
+    vocab_size: int
 
     @property
     def num_layers(self) -> int:
@@ -91,6 +92,10 @@ def inspect_graph(session: ort.InferenceSession) -> GraphSpec:
         )
     if not layers:
         raise ValueError("graph has no past_key_values inputs: export it with past (KV cache)")
+    logits_shape = next(o.shape for o in session.get_outputs() if o.name == "logits")
+    vocab = logits_shape[-1]
+    if not isinstance(vocab, int):
+        raise ValueError(f"logits output needs a static vocab dim, got {logits_shape}")
     first = inputs[layers[0].past_key]
     heads, head_dim = first.shape[1], first.shape[3]
     if not isinstance(heads, int) or not isinstance(head_dim, int):
@@ -102,6 +107,7 @@ def inspect_graph(session: ort.InferenceSession) -> GraphSpec:
         kv_dtype=_ORT_TO_NUMPY.get(first.type, np.float32),
         has_position_ids="position_ids" in inputs,
         has_num_logits="num_logits_to_keep" in inputs,
+        vocab_size=vocab,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -41,8 +42,15 @@ def session_options(config: SessionConfig) -> ort.SessionOptions:
     spin = "1" if config.allow_spinning else "0"
     opts.add_session_config_entry("session.intra_op.allow_spinning", spin)
     opts.add_session_config_entry("session.inter_op.allow_spinning", spin)
-    opts.log_severity_level = 3  # the CUDA EP's load failure on GPU-less machines is expected noise
+    opts.log_severity_level = 3
     return opts
+
+
+def gpu_present() -> bool:
+    """A cheap pre-check before asking ORT for CUDA (whose load failure is slow and noisy)."""
+    if os.environ.get("FASTCOMPLETE_DEVICE", "").lower() == "cpu":
+        return False
+    return Path("/dev/nvidiactl").exists() or Path("/dev/nvidia0").exists()
 
 
 def create_session(
@@ -56,7 +64,13 @@ def create_session(
     if not model_path.is_file():
         raise FileNotFoundError(f"model file not found: {model_path}")
     opts = session_options(config)
-    wanted = [CUDA, CPU] if config.prefer_gpu and CUDA in ort.get_available_providers() else [CPU]
+    try_cuda = config.prefer_gpu and CUDA in ort.get_available_providers() and gpu_present()
+    wanted = [CUDA, CPU] if try_cuda else [CPU]
+    if try_cuda and hasattr(ort, "preload_dlls"):
+        # CUDA/cuDNN from the nvidia-* wheels, when installed, are found this way.
+        with contextlib.suppress(Exception):
+            ort.preload_dlls()
+    ort.set_default_logger_severity(4)  # a failed CUDA load is reported below, once, by us
     session = ort.InferenceSession(str(model_path), sess_options=opts, providers=wanted)
     if CUDA in wanted and CUDA not in session.get_providers():
         log.info("CUDA execution provider did not load; running %s on the CPU", model_path.name)

@@ -65,6 +65,59 @@ def _models_verify(args: argparse.Namespace) -> int:
     return 0 if all(not s.problems for s in statuses) else EXIT_ERROR
 
 
+def _complete(args: argparse.Namespace) -> int:
+    from inference.engine import Engine, EngineConfig
+    from inference.generate import GenerationConfig
+    from inference.router import Task
+    from lsp_server.positions import offset_at
+
+    text = args.file.read_text()
+    prefix = text[: offset_at(text, args.line, args.character)]
+    if not prefix.strip():
+        print("fastcomplete: error: nothing before the cursor to complete from", file=sys.stderr)
+        return EXIT_ERROR
+    rest_of_line = text[len(prefix) :].split("\n", 1)[0]
+    single_line = args.single_line or bool(rest_of_line.strip())
+    engine = Engine(EngineConfig(cache_dir=None if args.no_cache else EngineConfig().cache_dir))
+    config = GenerationConfig(
+        max_new_tokens=args.max_tokens,
+        stop_at_newline=single_line,
+        draft_tokens=args.draft_tokens,
+        deadline_s=args.deadline,
+    )
+    result = engine.generate(Task.COMPLETION, prefix, config, fast_mode=not args.standard)
+    gen = result.generation
+    timings = {
+        "prompt_tokens": gen.prompt_tokens if gen else None,
+        "reused_tokens": gen.reused_tokens if gen else None,
+        "new_tokens": gen.new_tokens if gen else None,
+        "ttft_ms": round(gen.ttft_s * 1000, 1) if gen and gen.ttft_s is not None else None,
+        "tpot_ms": round(gen.tpot_s * 1000, 1) if gen and gen.tpot_s is not None else None,
+        "total_ms": round(gen.total_s * 1000, 1) if gen else 0.0,
+    }
+    if args.json:
+        out = {
+            "text": result.text,
+            "model": result.model_id,
+            "variant": result.variant,
+            "finish": result.finish.value,
+            "cached": result.cached,
+            "fallback": result.fallback,
+            **timings,
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(result.text)
+        print(
+            f"-- {result.model_id} ({result.finish.value}{', cached' if result.cached else ''}"
+            f"{', fallback' if result.fallback else ''}): prompt {timings['prompt_tokens']} tokens, "
+            f"{timings['new_tokens']} new, TTFT {timings['ttft_ms']} ms, "
+            f"TPOT {timings['tpot_ms']} ms, total {timings['total_ms']} ms",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from models.paths import DEFAULT_MODEL
 
@@ -91,16 +144,40 @@ def build_parser() -> argparse.ArgumentParser:
     ver = models.add_parser("verify", help="check sha256s and run one forward pass")
     ver.add_argument("name", nargs="?", default=DEFAULT_MODEL)
     ver.set_defaults(func=_models_verify)
+
+    c = sub.add_parser("complete", help="complete FILE at a position (LSP line/UTF-16 character)")
+    c.add_argument("file", type=Path)
+    c.add_argument("--line", type=int, required=True, help="0-based line")
+    c.add_argument("--character", type=int, required=True, help="0-based UTF-16 column")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--standard", action="store_true", help="use the standard model (fast mode off)")
+    c.add_argument("--max-tokens", type=int, default=64)
+    c.add_argument("--single-line", action="store_true", help="stop at the first newline")
+    c.add_argument("--draft-tokens", type=int, default=8, help="prompt-lookup drafts (0: off)")
+    c.add_argument("--deadline", type=float, default=None, help="seconds")
+    c.add_argument("--no-cache", action="store_true", help="bypass the completion cache")
+    c.set_defaults(func=_complete)
     return parser
 
 
 def _known_errors() -> tuple[type[Exception], ...]:
+    from inference.model import ModelLoadError
+    from inference.router import RoutingError
+    from lsp_server.positions import PositionError
     from models.build import BuildError
     from models.manifest import ManifestError
     from models.source import SourceError
     from models.validate import ValidationError
 
-    return (BuildError, ManifestError, SourceError, ValidationError, FileNotFoundError)
+    return (
+        BuildError,
+        ManifestError,
+        SourceError,
+        ValidationError,
+        ModelLoadError,
+        RoutingError,
+        PositionError,
+    )
 
 
 def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -1,0 +1,232 @@
+"""The decode loop: prompt ids in, text pieces out, with stop rules, deadline and a cancel flag.
+
+Shaped after gpt-fast: prefill (reusing the longest cached prefix), then one token per forward
+pass, or several when prompt-lookup drafts verify. The cancel flag and the deadline are checked
+before every forward pass, so a cancelled request stops within one decode step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from inference import lookup
+from inference.model import Model
+from inference.sampling import greedy, sample
+
+PREFILL_CHUNK = 512  # long prompts are fed in chunks so cancel/deadline are honoured mid-prefill
+
+
+class Finish(str, Enum):
+    EOS = "eos"
+    STOP = "stop"
+    NEWLINE = "newline"
+    LENGTH = "length"
+    DEADLINE = "deadline"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    max_new_tokens: int = 64
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 1.0
+    seed: int = 0
+    stop_strings: tuple[str, ...] = ()
+    stop_at_newline: bool = False  # single-line completions
+    deadline_s: float | None = None  # wall-clock budget from the start of the request
+    draft_tokens: int = 0  # prompt-lookup drafts per step (greedy only); 0 turns it off
+
+    @property
+    def cache_key(self) -> tuple:
+        """Fields that change the output (the deadline does not, unless it fires)."""
+        return (
+            self.max_new_tokens,
+            self.temperature,
+            self.top_p,
+            self.seed if self.temperature > 0 else 0,
+            self.stop_strings,
+            self.stop_at_newline,
+        )
+
+
+@dataclass
+class GenerationResult:
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    finish: Finish = Finish.LENGTH
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    prefill_s: float = 0.0
+    ttft_s: float | None = None  # request start -> first token chosen
+    total_s: float = 0.0
+    forward_passes: int = 0
+    drafted: int = 0
+    accepted: int = 0
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time per output token after the first."""
+        if self.ttft_s is None or self.new_tokens < 2:
+            return None
+        return (self.total_s - self.ttft_s) / (self.new_tokens - 1)
+
+
+class _Stop(Exception):
+    def __init__(self, finish: Finish) -> None:
+        self.finish = finish
+
+
+class Generation:
+    """Iterate to receive text pieces as they become final; `result` holds the rest."""
+
+    def __init__(
+        self,
+        model: Model,
+        prompt_ids: list[int],
+        config: GenerationConfig = GenerationConfig(),
+        cancel: threading.Event | None = None,
+    ) -> None:
+        if not prompt_ids:
+            raise ValueError("empty prompt: nothing to continue from")
+        if max(prompt_ids) >= model.spec.vocab_size or min(prompt_ids) < 0:
+            raise ValueError("prompt has token ids outside the model's vocabulary")
+        self.model = model
+        self.prompt = list(prompt_ids)
+        self.config = config
+        self.cancel = cancel or threading.Event()
+        self.result = GenerationResult(prompt_tokens=len(prompt_ids))
+        self._rng = np.random.default_rng(config.seed)
+        self._emitted = ""  # text already yielded
+        self._holdback = max((len(s) for s in config.stop_strings), default=1) - 1
+        self._start = 0.0
+
+    def __iter__(self) -> Iterator[str]:
+        self._start = time.perf_counter()
+        slot, reused = self.model.pool.lease(self.prompt)
+        self.result.reused_tokens = reused
+        try:
+            yield from self._run(slot)
+        finally:
+            self.model.pool.release(slot)
+            self.result.total_s = time.perf_counter() - self._start
+
+    def run(self) -> GenerationResult:
+        for _ in self:
+            pass
+        return self.result
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self.cancel.is_set():
+            raise _Stop(Finish.CANCELLED)
+        deadline = self.config.deadline_s
+        if deadline is not None and time.perf_counter() - self._start > deadline:
+            raise _Stop(Finish.DEADLINE)
+
+    def _forward(self, slot, ids: list[int], num_logits: int = 1) -> np.ndarray:
+        self._check()
+        if len(slot) + len(ids) > slot.capacity:
+            raise _Stop(Finish.LENGTH)
+        self.result.forward_passes += 1
+        return self.model.runner.forward(slot, ids, num_logits)
+
+    def _run(self, slot) -> Iterator[str]:
+        try:
+            pending = self.prompt[len(slot) :]
+            while pending:
+                logits = self._forward(slot, pending[:PREFILL_CHUNK])
+                pending = pending[PREFILL_CHUNK:]
+            self.result.prefill_s = time.perf_counter() - self._start
+            if self.config.max_new_tokens <= 0:
+                raise _Stop(Finish.LENGTH)
+            token = self._choose(logits[-1])
+            while True:
+                yield from self._accept(token)
+                drafts = self._drafts()
+                base = len(slot)
+                logits = self._forward(slot, [token, *drafts], 1 + len(drafts))
+                kept = 0
+                for i, guess in enumerate(drafts):
+                    if greedy(logits[i]) != guess:
+                        break
+                    kept += 1
+                    yield from self._accept(guess)
+                self.result.drafted += len(drafts)
+                self.result.accepted += kept
+                slot.truncate(base + 1 + kept)  # KV of rejected guesses is stale
+                token = self._choose(logits[kept])
+        except _Stop as stop:
+            self.result.finish = stop.finish
+        self.result.text = self._final_text()
+        tail = self.result.text[len(self._emitted) :]
+        if tail:
+            self._emitted += tail
+            yield tail
+
+    def _choose(self, logits: np.ndarray) -> int:
+        cfg = self.config
+        return sample(logits, cfg.temperature, cfg.top_p, self._rng)
+
+    def _drafts(self) -> list[int]:
+        if self.config.draft_tokens <= 0 or self.config.temperature > 0:
+            return []
+        room = self.config.max_new_tokens - self.result.new_tokens - 1
+        k = min(self.config.draft_tokens, room)
+        return lookup.draft(self.prompt + self.result.token_ids, k)
+
+    def _accept(self, token: int) -> Iterator[str]:
+        """Record one chosen token, apply the stop rules, and yield newly final text."""
+        if self.result.ttft_s is None:
+            self.result.ttft_s = time.perf_counter() - self._start
+        if token in self.model.eos_ids:
+            raise _Stop(Finish.EOS)
+        self.result.token_ids.append(token)
+        text = self.model.tokenizer.decode(self.result.token_ids)
+        cut = self._cut(text)
+        if cut is not None:
+            raise _Stop(cut)
+        if self.result.new_tokens >= self.config.max_new_tokens:
+            raise _Stop(Finish.LENGTH)
+        # Hold back a possible partial stop string and an unfinished UTF-8 sequence.
+        safe = len(text) - self._holdback
+        while safe > 0 and text[safe - 1] == "\ufffd":
+            safe -= 1
+        if safe > len(self._emitted):
+            piece = text[len(self._emitted) : safe]
+            self._emitted += piece
+            yield piece
+
+    def _cut(self, text: str) -> Finish | None:
+        if self.config.stop_at_newline and "\n" in text:
+            return Finish.NEWLINE
+        if any(s in text for s in self.config.stop_strings):
+            return Finish.STOP
+        return None
+
+    def _final_text(self) -> str:
+        text = self.model.tokenizer.decode(self.result.token_ids)
+        cuts = [text.find(s) for s in self.config.stop_strings if s in text]
+        if self.config.stop_at_newline and "\n" in text:
+            cuts.append(text.index("\n"))
+        return text[: min(cuts)] if cuts else text.rstrip("\ufffd")
+
+
+def generate(
+    model: Model,
+    prompt_ids: list[int],
+    config: GenerationConfig = GenerationConfig(),
+    cancel: threading.Event | None = None,
+) -> Iterator[str]:
+    """Text pieces as they are generated (see `Generation` for the timings and finish reason)."""
+    return iter(Generation(model, prompt_ids, config, cancel))

@@ -1,0 +1,140 @@
+"""KV prefix cache: recent sequences' KV tensors, reused for the longest common token prefix.
+
+Consecutive keystrokes share almost the whole prompt, so a new request usually feeds only a few
+new tokens. Two storage kinds, by graph:
+- shared buffers (fused GQA graphs): one preallocated [1, kv_heads, capacity, head_dim] OrtValue
+  per layer and K/V, bound as both past input and present output. Reuse is free (just a shorter
+  valid length) and decoding never copies the cache.
+- growing arrays (optimum graphs): the graph returns past+new as new arrays each step; reuse of a
+  shorter prefix slices them once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnxruntime as ort
+
+from inference.graph import GraphSpec
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    # numpy beats a Python loop on the 1-2k token prompts this runs on every keystroke
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if len(diff) else n
+
+
+@dataclass(eq=False)
+class KVSlot:
+    """One cached sequence: the tokens whose KV is valid, and where that KV lives."""
+
+    tokens: list[int] = field(default_factory=list)
+    buffers: list[ort.OrtValue] | None = None  # shared-buffer mode
+    past: list[np.ndarray] | None = None  # growing mode
+    capacity: int = 0  # shared-buffer mode: most tokens the buffers hold
+    leased: bool = False
+    last_used: float = 0.0
+    io_binding: object | None = None  # per-slot IOBinding, KV bound once
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n tokens' KV (the rest is overwritten or sliced off on the next pass)."""
+        if n >= len(self.tokens):
+            return
+        del self.tokens[n:]
+        if self.past is not None:
+            self.past = [np.ascontiguousarray(p[:, :, :n, :]) for p in self.past]
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    budget_bytes: int = 768 << 20
+    capacity_tokens: int = 4096  # per slot, shared-buffer mode
+    device: str = "cpu"
+
+
+class KVPool:
+    """Slots bounded by a byte budget; a lease picks the slot sharing the longest prefix."""
+
+    def __init__(self, spec: GraphSpec, shared_buffers: bool, config: PoolConfig) -> None:
+        self.spec = spec
+        self.shared_buffers = shared_buffers
+        self.config = config
+        self.slots: list[KVSlot] = []
+        self._lock = threading.Lock()
+
+    @property
+    def slot_bytes(self) -> int:
+        return self.config.capacity_tokens * self.spec.kv_bytes_per_token
+
+    @property
+    def max_slots(self) -> int:
+        if not self.shared_buffers:
+            return 64  # growing slots are bounded by bytes_used, not count
+        return max(1, self.config.budget_bytes // self.slot_bytes)
+
+    def bytes_used(self) -> int:
+        if self.shared_buffers:
+            return len(self.slots) * self.slot_bytes
+        return sum(len(s) * self.spec.kv_bytes_per_token for s in self.slots)
+
+    def lease(self, prompt: list[int]) -> tuple[KVSlot, int]:
+        """A free slot and how many leading prompt tokens it already holds."""
+        with self._lock:
+            free = [s for s in self.slots if not s.leased]
+            # Longest shared prefix first; among equals, the least recently used is sacrificed.
+            ranked = sorted(free, key=lambda s: (-common_prefix(s.tokens, prompt), s.last_used))
+            best = ranked[0] if ranked else None
+            reused = common_prefix(best.tokens, prompt) if best else 0
+            if reused == 0 and len(self.slots) < self.max_slots:
+                best = self._new_slot()
+            elif best is None:
+                raise RuntimeError("every KV slot is in use: too many concurrent generations")
+            # Never reuse the whole prompt: the last token must be fed to get logits.
+            reused = min(reused, len(prompt) - 1)
+            best.truncate(max(reused, 0))
+            best.leased = True
+            best.last_used = time.monotonic()
+            return best, max(reused, 0)
+
+    def release(self, slot: KVSlot) -> None:
+        with self._lock:
+            slot.leased = False
+            slot.last_used = time.monotonic()
+            self._evict_over_budget()
+
+    def clear(self) -> None:
+        with self._lock:
+            self.slots = [s for s in self.slots if s.leased]
+
+    def _new_slot(self) -> KVSlot:
+        slot = KVSlot()
+        if self.shared_buffers:
+            shape = [1, self.spec.num_kv_heads, self.config.capacity_tokens, self.spec.head_dim]
+            slot.buffers = [
+                ort.OrtValue.ortvalue_from_shape_and_type(
+                    shape, self.spec.kv_dtype, self.config.device, 0
+                )
+                for _ in range(2 * self.spec.num_layers)
+            ]
+            slot.capacity = self.config.capacity_tokens
+        else:
+            slot.past = self.spec.empty_past()
+            slot.capacity = 1 << 30
+        self.slots.append(slot)
+        return slot
+
+    def _evict_over_budget(self) -> None:
+        if self.shared_buffers:
+            return  # the slot count is already bounded by the budget
+        for slot in sorted(self.slots, key=lambda s: s.last_used):
+            if self.bytes_used() <= self.config.budget_bytes:
+                break
+            if not slot.leased:
+                self.slots.remove(slot)

@@ -1,0 +1,116 @@
+"""Per-model request metrics with p50/p95/p99 over a sliding window; snapshots are plain data."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+WINDOW = 512  # recent requests per latency series
+
+
+class Window:
+    def __init__(self, size: int = WINDOW) -> None:
+        self.values: deque[float] = deque(maxlen=size)
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+
+    def percentiles(self) -> dict[str, float | None]:
+        if not self.values:
+            return {"p50": None, "p95": None, "p99": None, "n": 0}
+        arr = np.fromiter(self.values, dtype=np.float64)
+        p50, p95, p99 = np.percentile(arr, [50, 95, 99])
+        return {"p50": float(p50), "p95": float(p95), "p99": float(p99), "n": len(arr)}
+
+
+@dataclass
+class ModelMetrics:
+    counts: Counter = field(default_factory=Counter)
+    ttft_ms: Window = field(default_factory=Window)
+    tpot_ms: Window = field(default_factory=Window)
+    tokens_per_s: Window = field(default_factory=Window)
+    total_ms: Window = field(default_factory=Window)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            **{k: self.counts.get(k, 0) for k in COUNTERS},
+            "ttft_ms": self.ttft_ms.percentiles(),
+            "tpot_ms": self.tpot_ms.percentiles(),
+            "tokens_per_s": self.tokens_per_s.percentiles(),
+            "total_ms": self.total_ms.percentiles(),
+        }
+
+
+COUNTERS = (
+    "requests",
+    "errors",
+    "timeouts",
+    "cancels",
+    "cache_hits",
+    "prompt_tokens",
+    "reused_tokens",
+    "new_tokens",
+    "drafted_tokens",
+    "accepted_tokens",
+)
+
+
+class Metrics:
+    """Thread-safe: generations run on worker threads while the server reads snapshots."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._models: dict[str, ModelMetrics] = {}
+        self.events: Counter = Counter()  # routing decisions, fallbacks, breaker trips, ...
+
+    def _model(self, model_id: str) -> ModelMetrics:
+        return self._models.setdefault(model_id, ModelMetrics())
+
+    def count(self, model_id: str, key: str, n: int = 1) -> None:
+        with self._lock:
+            self._model(model_id).counts[key] += n
+
+    def event(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.events[key] += n
+
+    def record_generation(
+        self,
+        model_id: str,
+        *,
+        prompt_tokens: int,
+        reused_tokens: int,
+        new_tokens: int,
+        ttft_s: float | None,
+        tpot_s: float | None,
+        total_s: float,
+        drafted: int = 0,
+        accepted: int = 0,
+    ) -> None:
+        with self._lock:
+            m = self._model(model_id)
+            m.counts.update(
+                prompt_tokens=prompt_tokens,
+                reused_tokens=reused_tokens,
+                new_tokens=new_tokens,
+                drafted_tokens=drafted,
+                accepted_tokens=accepted,
+            )
+            m.total_ms.add(total_s * 1000)
+            if ttft_s is not None:
+                m.ttft_ms.add(ttft_s * 1000)
+            if tpot_s is not None:
+                m.tpot_ms.add(tpot_s * 1000)
+                m.tokens_per_s.add(1.0 / tpot_s if tpot_s > 0 else 0.0)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            models = {k: v.snapshot() for k, v in self._models.items()}
+            for snap in models.values():
+                prompt = snap["prompt_tokens"]
+                snap["kv_reuse_share"] = snap["reused_tokens"] / prompt if prompt else None
+            return {"models": models, "events": dict(self.events)}

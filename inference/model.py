@@ -1,0 +1,87 @@
+"""A built model variant loaded for inference: manifest + session + KV pool + tokenizer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from inference.graph import GraphSpec, inspect_graph
+from inference.kv_cache import KVPool, PoolConfig
+from inference.runner import Runner
+from inference.session import SessionConfig, create_session, on_gpu
+from inference.tokenizer import Tokenizer
+from models.manifest import Manifest, ManifestError, check_files, read_manifest
+from models.paths import variant_dir
+
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+
+
+class ModelLoadError(Exception):
+    """A model could not be loaded; the message names the file and the command that fixes it."""
+
+
+@dataclass
+class Model:
+    name: str
+    variant: str
+    manifest: Manifest
+    runner: Runner
+    pool: KVPool
+    tokenizer: Tokenizer
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.name}/{self.variant}"
+
+    @property
+    def spec(self) -> GraphSpec:
+        return self.runner.spec
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        return frozenset(self.manifest.eos_token_ids)
+
+    @property
+    def on_gpu(self) -> bool:
+        return on_gpu(self.runner.session)
+
+
+def load_model_dir(
+    directory: Path,
+    session_config: SessionConfig = SessionConfig(),
+    pool_config: PoolConfig = PoolConfig(),
+) -> Model:
+    try:
+        manifest = read_manifest(directory)
+    except ManifestError as exc:
+        raise ModelLoadError(f"{exc}: run `fastcomplete models build`") from exc
+    problems = check_files(directory, manifest, hashes=False)  # sizes only: fast at start-up
+    if problems:
+        raise ModelLoadError(f"{problems[0]}: run `fastcomplete models build --force`")
+    try:
+        session = create_session(directory / MODEL_FILE, session_config)
+        spec = inspect_graph(session)
+    except Exception as exc:  # ORT raises its own exception types for corrupt graphs
+        raise ModelLoadError(
+            f"{directory / MODEL_FILE}: cannot load ({type(exc).__name__}: {exc}); "
+            "run `fastcomplete models build --force`"
+        ) from exc
+    capacity = min(pool_config.capacity_tokens, manifest.context_length)
+    device = "cuda" if on_gpu(session) else "cpu"
+    pool = KVPool(
+        spec,
+        shared_buffers=manifest.graph == "fused-gqa",
+        config=PoolConfig(pool_config.budget_bytes, capacity, device),
+    )
+    tokenizer = Tokenizer(directory / TOKENIZER_FILE, manifest.bos_token_id)
+    return Model(manifest.name, manifest.variant, manifest, Runner(session, spec), pool, tokenizer)
+
+
+def load_model(
+    name: str,
+    variant: str,
+    session_config: SessionConfig = SessionConfig(),
+    pool_config: PoolConfig = PoolConfig(),
+) -> Model:
+    return load_model_dir(variant_dir(name, variant), session_config, pool_config)

@@ -1,0 +1,65 @@
+"""Forward passes against a KV slot: feed new tokens, get logits for the last positions."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import onnxruntime as ort
+
+from inference.graph import GraphSpec
+from inference.kv_cache import KVSlot
+
+
+class Runner:
+    """Owns one ORT session. Forward passes are serialised: one session, one compute stream."""
+
+    def __init__(self, session: ort.InferenceSession, spec: GraphSpec) -> None:
+        self.session = session
+        self.spec = spec
+        self.lock = threading.Lock()
+
+    def forward(self, slot: KVSlot, ids: list[int], num_logits: int = 1) -> np.ndarray:
+        """Feed `ids` after the slot's tokens; logits [num_logits, vocab] for the last positions."""
+        if len(slot) + len(ids) > slot.capacity:
+            raise ValueError(
+                f"{len(slot) + len(ids)} tokens exceed the KV capacity of {slot.capacity}"
+            )
+        with self.lock:
+            if slot.buffers is not None:
+                logits = self._forward_shared(slot, ids, num_logits)
+            else:
+                logits = self._forward_growing(slot, ids, num_logits)
+        slot.tokens.extend(ids)
+        return logits
+
+    def _forward_growing(self, slot: KVSlot, ids: list[int], num_logits: int) -> np.ndarray:
+        assert slot.past is not None
+        feeds = self.spec.feeds(np.asarray(ids), len(slot), slot.past, num_logits)
+        out = self.session.run(self.spec.output_names, feeds)
+        slot.past = out[1:]
+        return out[0][0, -num_logits:]
+
+    def _forward_shared(self, slot: KVSlot, ids: list[int], num_logits: int) -> np.ndarray:
+        assert slot.buffers is not None
+        io = slot.io_binding
+        if io is None:
+            io = self.session.io_binding()
+            for i, layer in enumerate(self.spec.layers):
+                for j, (src, dst) in enumerate(
+                    ((layer.past_key, layer.present_key), (layer.past_value, layer.present_value))
+                ):
+                    buf = slot.buffers[2 * i + j]
+                    io.bind_ortvalue_input(src, buf)
+                    io.bind_ortvalue_output(dst, buf)
+            slot.io_binding = io
+        past_len, n = len(slot), len(ids)
+        io.bind_cpu_input("input_ids", np.asarray(ids, dtype=np.int64).reshape(1, n))
+        io.bind_cpu_input("attention_mask", np.ones((1, past_len + n), dtype=np.int64))
+        if self.spec.has_num_logits:
+            io.bind_cpu_input("num_logits_to_keep", np.array(num_logits, dtype=np.int64))
+        # Logits land in a numpy array we own: copy_outputs_to_cpu would copy every KV buffer too.
+        logits = np.empty((1, num_logits, self.spec.vocab_size), dtype=np.float32)
+        io.bind_output("logits", "cpu", 0, np.float32, list(logits.shape), logits.ctypes.data)
+        self.session.run_with_iobinding(io)
+        return logits[0]

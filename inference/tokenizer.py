@@ -1,0 +1,37 @@
+"""Text <-> token ids with the BOS policy from the model's manifest (never transformers' defaults)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenizers import Tokenizer as HFTokenizer
+
+
+class Tokenizer:
+    def __init__(self, path: Path, bos_token_id: int | None = None) -> None:
+        self._tok = HFTokenizer.from_file(str(path))
+        self.bos_token_id = bos_token_id  # None: the model was trained without a BOS (SmolLM2)
+
+    def encode(self, text: str, *, bos: bool = True) -> list[int]:
+        ids = self._tok.encode(text, add_special_tokens=False).ids
+        if bos and self.bos_token_id is not None:
+            return [self.bos_token_id, *ids]
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(ids, skip_special_tokens=True)
+
+    def token_text(self, token_id: int) -> str:
+        """The decoded text of one token alone (byte-level tokens may be partial UTF-8)."""
+        return self._tok.decode([token_id], skip_special_tokens=False)
+
+    def id_of(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size()
+
+    def vocab_texts(self) -> list[str]:
+        """Every token's decoded text, by id: used to constrain generation (token healing)."""
+        return [self.token_text(i) for i in range(self.vocab_size)]

@@ -1,0 +1,143 @@
+"""The decode loop on the tiny model (both variants): reuse identity, drafts, cancel, stops."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from inference.generate import Finish, Generation, GenerationConfig
+from inference.model import Model, load_model_dir
+from models.paths import VARIANTS
+from models.validate import sample_text
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def tiny(request: pytest.FixtureRequest, tiny_model: Path) -> Model:
+    return load_model_dir(tiny_model / request.param)
+
+
+def _ids(model: Model, n: int = 300) -> list[int]:
+    return model.tokenizer.encode(sample_text())[:n]
+
+
+def _run(model: Model, ids: list[int], **kw: object) -> Generation:
+    gen = Generation(model, ids, GenerationConfig(**{"max_new_tokens": 24, **kw}))
+    gen.run()
+    return gen
+
+
+def test_kv_reuse_is_token_identical(tiny: Model) -> None:
+    ids = _ids(tiny)
+    edited = ids[:250] + ids[260:290]  # a later keystroke: same start, different tail
+    tiny.pool.clear()
+    fresh = _run(tiny, edited)
+    assert fresh.result.reused_tokens == 0
+    tiny.pool.clear()
+    _run(tiny, ids)  # fills the cache with the first version
+    reused = _run(tiny, edited)
+    assert reused.result.reused_tokens == 250
+    assert reused.result.token_ids == fresh.result.token_ids
+
+
+def test_prompt_lookup_keeps_greedy_output(tiny: Model) -> None:
+    ids = _ids(tiny)
+    plain = _run(tiny, ids, max_new_tokens=40)
+    drafted = _run(tiny, ids, max_new_tokens=40, draft_tokens=6)
+    assert drafted.result.token_ids == plain.result.token_ids
+    assert drafted.result.drafted > 0
+    assert drafted.result.forward_passes <= plain.result.forward_passes
+
+
+def test_cancel_stops_within_one_step(tiny: Model) -> None:
+    cancel = threading.Event()
+    gen = Generation(tiny, _ids(tiny), GenerationConfig(max_new_tokens=50), cancel)
+    passes_at_cancel = None
+    for i, _ in enumerate(gen):
+        if i == 3:
+            cancel.set()
+            passes_at_cancel = gen.result.forward_passes
+    assert gen.result.finish is Finish.CANCELLED
+    assert gen.result.forward_passes == passes_at_cancel  # no forward pass after the flag
+    assert gen.result.new_tokens < 50
+
+
+def test_cancel_before_start_and_mid_prefill(tiny: Model) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    gen = Generation(tiny, _ids(tiny), GenerationConfig(), cancel)
+    assert gen.run().finish is Finish.CANCELLED and gen.result.forward_passes == 0
+    tiny.pool.clear()
+    cancel = threading.Event()
+
+    class CancelAfterFirstChunk:
+        spec = tiny.runner.spec
+
+        def forward(self, *args: object) -> object:
+            cancel.set()  # as if the editor cancelled while the first chunk ran
+            return tiny.runner.forward(*args)
+
+    model = dataclasses.replace(tiny, runner=CancelAfterFirstChunk())
+    long_prompt = (_ids(tiny, 2000) * 4)[:3000]  # six prefill chunks
+    gen = Generation(model, long_prompt, GenerationConfig(), cancel)
+    assert gen.run().finish is Finish.CANCELLED
+    assert gen.result.forward_passes == 1
+
+
+def test_deadline_is_honoured(tiny: Model) -> None:
+    gen = Generation(tiny, _ids(tiny), GenerationConfig(max_new_tokens=10_000, deadline_s=0.3))
+    started = time.perf_counter()
+    assert gen.run().finish is Finish.DEADLINE
+    assert time.perf_counter() - started < 1.0
+    assert 0 < gen.result.new_tokens < 10_000
+
+
+def test_max_tokens_and_stop_string(tiny: Model) -> None:
+    ids = _ids(tiny)
+    full = _run(tiny, ids, max_new_tokens=20)
+    assert full.result.finish is Finish.LENGTH and full.result.new_tokens == 20
+    text = full.result.text
+    stop = text[len(text) // 2 : len(text) // 2 + 3]
+    assert stop and stop in text
+    cut = _run(tiny, ids, max_new_tokens=20, stop_strings=(stop,))
+    assert cut.result.finish is Finish.STOP
+    assert cut.result.text == text[: text.index(stop)]
+    assert "".join(Generation(tiny, ids, cut.config)) == cut.result.text  # streamed == final
+
+
+def test_eos_stops(tiny: Model) -> None:
+    ids = _ids(tiny)
+    first = _run(tiny, ids, max_new_tokens=10).result.token_ids
+    stopper = first[4]
+    manifest = dataclasses.replace(tiny.manifest, eos_token_ids=[stopper])
+    model = dataclasses.replace(tiny, manifest=manifest)
+    gen = _run(model, ids, max_new_tokens=10)
+    assert gen.result.finish is Finish.EOS
+    assert gen.result.token_ids == first[: first.index(stopper)]
+
+
+def test_sampling_is_reproducible_with_a_seed(tiny: Model) -> None:
+    ids = _ids(tiny)
+    a = _run(tiny, ids, temperature=1.0, top_p=0.95, seed=7).result.token_ids
+    b = _run(tiny, ids, temperature=1.0, top_p=0.95, seed=7).result.token_ids
+    c = _run(tiny, ids, temperature=1.0, top_p=0.95, seed=8).result.token_ids
+    assert a == b
+    assert a != c
+
+
+def test_bad_prompts_are_refused(tiny: Model) -> None:
+    with pytest.raises(ValueError, match="empty prompt"):
+        Generation(tiny, [])
+    with pytest.raises(ValueError, match="vocabulary"):
+        Generation(tiny, [1, 2, 10**9])
+
+
+def test_warm_up_prefills_without_generating(tiny: Model) -> None:
+    ids = _ids(tiny)
+    tiny.pool.clear()
+    warm = _run(tiny, ids, max_new_tokens=0)
+    assert warm.result.new_tokens == 0 and warm.result.finish is Finish.LENGTH
+    assert _run(tiny, [*ids, 42]).result.reused_tokens == len(ids)
