@@ -75,7 +75,13 @@ def load_model_dir(
         config=PoolConfig(pool_config.budget_bytes, capacity, device),
     )
     tokenizer = Tokenizer(directory / TOKENIZER_FILE, manifest.bos_token_id)
-    return Model(manifest.name, manifest.variant, manifest, Runner(session, spec), pool, tokenizer)
+    runner = Runner(session, spec)
+    slot, _ = pool.lease([0])
+    try:
+        runner.calibrate(slot)
+    finally:
+        pool.release(slot)
+    return Model(manifest.name, manifest.variant, manifest, runner, pool, tokenizer)
 
 
 def load_model(

@@ -18,9 +18,32 @@ class Runner:
         self.session = session
         self.spec = spec
         self.lock = threading.Lock()
+        # 2 when a one-token pass computes differently from a wider one (see `calibrate`).
+        self.min_rows = 1
+
+    def calibrate(self, slot: KVSlot) -> None:
+        """Check that one-token passes give the same numbers as multi-token passes.
+
+        MatMulNBits with int8 compute takes a different kernel for a single row than for several
+        (measured here: logits differ by up to 1.0), which would make output depend on how a prompt
+        was split, breaking KV-reuse identity and speculative decoding. When that happens, every
+        pass is made at least two rows wide by re-feeding the previous token (cheap with shared KV
+        buffers: ~15% per step), and results no longer depend on the split.
+        """
+        probe = [11, 12, 13]
+        whole = self.forward(slot, probe, 1)[-1]
+        slot.truncate(0)
+        self.forward(slot, probe[:2])
+        single = self.forward(slot, probe[2:], 1)[-1]
+        slot.truncate(0)
+        if not np.array_equal(whole, single) and slot.buffers is not None:
+            self.min_rows = 2
 
     def forward(self, slot: KVSlot, ids: list[int], num_logits: int = 1) -> np.ndarray:
         """Feed `ids` after the slot's tokens; logits [num_logits, vocab] for the last positions."""
+        if len(ids) < self.min_rows and len(slot) > 0 and slot.buffers is not None:
+            ids = [slot.tokens[-1], *ids]  # widen: recompute the last cached token as well
+            slot.truncate(len(slot) - 1)
         if len(slot) + len(ids) > slot.capacity:
             raise ValueError(
                 f"{len(slot) + len(ids)} tokens exceed the KV capacity of {slot.capacity}"

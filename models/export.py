@@ -62,7 +62,7 @@ def quantize_weights(src: Path, out_dir: Path, scheme: NBitsScheme = NBitsScheme
         bits=scheme.bits,
     )
     quantizer = MatMulNBitsQuantizer(
-        onnx.load(str(src)),
+        onnx.load(str(src)),  # loads external weight data from beside `src` too
         bits=scheme.bits,
         block_size=scheme.block_size,
         is_symmetric=scheme.symmetric,

@@ -1,0 +1,283 @@
+"""Engine benchmark: prefill, decode, KV reuse, RSS and prompt-lookup speed-up, one table per run.
+
+    python bench/engine.py [--model NAME] [--reps 5] [--json bench/results/engine.json]
+
+Every model runs in its own subprocess (clean RSS, no cache interference), one after another on
+the same machine in one run, so the ratios between them are what to read. Medians throughout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import resource
+import statistics
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+from inference.generate import PREFILL_CHUNK
+
+CONTEXTS = (256, 512, 1024, 2048)
+DECODE_STEPS = 16
+REUSE_PREFIX, REUSE_NEW = 1000, 10
+CORPUS_FILES = ("argparse.py", "dataclasses.py", "inspect.py", "typing.py")
+
+
+def corpus_text() -> str:
+    """Real code no one here wrote: Python standard-library modules on this machine."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    return "\n".join((stdlib / f).read_text() for f in CORPUS_FILES)
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _median_ms(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1000, 2)
+
+
+class OrtSubject:
+    def __init__(self, directory: Path) -> None:
+        from inference.model import load_model_dir
+
+        self.model = load_model_dir(directory)
+
+    def encode(self, text: str) -> list[int]:
+        return self.model.tokenizer.encode(text)
+
+    def prefill(self, ids: list[int]) -> float:
+        self.model.pool.clear()
+        slot, _ = self.model.pool.lease(ids)
+        started = time.perf_counter()
+        pending = ids
+        while pending:
+            self.model.runner.forward(slot, pending[:PREFILL_CHUNK])
+            pending = pending[PREFILL_CHUNK:]
+        elapsed = time.perf_counter() - started
+        self.model.pool.release(slot)
+        return elapsed
+
+    def decode(self, ids: list[int], steps: int) -> list[float]:
+        self.model.pool.clear()
+        slot, _ = self.model.pool.lease(ids)
+        pending = ids
+        while pending:
+            logits = self.model.runner.forward(slot, pending[:PREFILL_CHUNK])
+            pending = pending[PREFILL_CHUNK:]
+        times = []
+        for _ in range(steps):
+            token = int(logits[-1].argmax())
+            started = time.perf_counter()
+            logits = self.model.runner.forward(slot, [token])
+            times.append(time.perf_counter() - started)
+        self.model.pool.release(slot)
+        return times
+
+    def reuse(self, prefix: list[int], new: list[int]) -> float:
+        self.model.pool.clear()
+        self.prefill(prefix)  # leaves the prefix in the pool
+        slot, reused = self.model.pool.lease(prefix + new)
+        assert reused == len(prefix), reused
+        started = time.perf_counter()
+        self.model.runner.forward(slot, (prefix + new)[reused:])
+        elapsed = time.perf_counter() - started
+        self.model.pool.release(slot)
+        return elapsed
+
+
+class TorchSubject:
+    def __init__(self, hf_dir: Path, threads: int) -> None:
+        import torch
+        from tokenizers import Tokenizer
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+        self.tokenizer = Tokenizer.from_file(str(hf_dir / "tokenizer.json"))
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def _forward(self, ids: list[int], past: Any = None) -> Any:
+        with self.torch.no_grad():
+            return self.model(
+                self.torch.tensor([ids]), past_key_values=past, use_cache=True, logits_to_keep=1
+            )
+
+    def prefill(self, ids: list[int]) -> float:
+        started = time.perf_counter()
+        self._forward(ids)
+        return time.perf_counter() - started
+
+    def decode(self, ids: list[int], steps: int) -> list[float]:
+        out = self._forward(ids)
+        times = []
+        for _ in range(steps):
+            token = int(out.logits[0, -1].argmax())
+            started = time.perf_counter()
+            out = self._forward([token], out.past_key_values)
+            times.append(time.perf_counter() - started)
+        return times
+
+    def reuse(self, prefix: list[int], new: list[int]) -> float:
+        return float("nan")  # transformers keeps no cross-request prefix cache
+
+
+def lookup_speedup(directory: Path, text: str, positions: int = 8) -> dict[str, Any]:
+    """Greedy decode of 48 tokens after ~1000 tokens of real code at 8 places, drafts off vs on."""
+    from inference.generate import Generation, GenerationConfig
+    from inference.model import load_model_dir
+
+    model = load_model_dir(directory)
+    lines = text.split("\n")
+    plain_s = drafted_s = 0.0
+    identical = 0
+    accepted = drafted = tokens = 0
+    for i in range(positions):
+        cut = len(lines) // 4 + i * (len(lines) // (2 * positions))
+        prompt = model.tokenizer.encode("\n".join(lines[:cut]) + "\n")[-1000:]
+        runs = []
+        for draft in (0, 8):
+            Generation(model, prompt, GenerationConfig(max_new_tokens=0)).run()  # warm prefix
+            gen = Generation(model, prompt, GenerationConfig(max_new_tokens=48, draft_tokens=draft))
+            result = gen.run()
+            runs.append(result)
+        plain, spec = runs
+        plain_s += plain.total_s - plain.prefill_s
+        drafted_s += spec.total_s - spec.prefill_s
+        identical += plain.token_ids == spec.token_ids
+        accepted += spec.accepted
+        drafted += spec.drafted
+        tokens += spec.new_tokens
+    return {
+        "positions": positions,
+        "speedup": round(plain_s / drafted_s, 2),
+        "effective_ms_per_token": round(drafted_s / tokens * 1000, 2),
+        "identical_outputs": identical,
+        "acceptance": round(accepted / drafted, 3) if drafted else None,
+    }
+
+
+def bench_subject(kind: str, path: str, reps: int, threads: int, queue: Any) -> None:
+    started_rss = rss_mb()
+    subject = OrtSubject(Path(path)) if kind == "onnx" else TorchSubject(Path(path), threads)
+    ids = subject.encode(corpus_text())
+    row: dict[str, Any] = {"load_rss_mb": round(rss_mb() - started_rss, 1)}
+    subject.prefill(ids[:64])  # warm-up: first-run allocations and kernel selection
+    for ctx in CONTEXTS:
+        row[f"prefill_{ctx}_ms"] = _median_ms([subject.prefill(ids[:ctx]) for _ in range(reps)])
+        row[f"decode_{ctx}_ms"] = _median_ms(subject.decode(ids[:ctx], DECODE_STEPS))
+    prefix, new = ids[:REUSE_PREFIX], ids[REUSE_PREFIX : REUSE_PREFIX + REUSE_NEW]
+    reuse = [subject.reuse(prefix, new) for _ in range(reps)]
+    row["reuse_1000+10_ms"] = _median_ms(reuse) if reuse[0] == reuse[0] else None
+    full = [subject.prefill(prefix + new) for _ in range(reps)]
+    row["full_1010_ms"] = _median_ms(full)
+    if row["reuse_1000+10_ms"] is not None:
+        row["reuse_ratio"] = round(row["reuse_1000+10_ms"] / row["full_1010_ms"], 4)
+    row["peak_rss_mb"] = round(rss_mb(), 1)
+    queue.put(row)
+
+
+def run_isolated(kind: str, path: Path, reps: int, threads: int) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=bench_subject, args=(kind, str(path), reps, threads, queue))
+    proc.start()
+    row = queue.get()
+    proc.join()
+    return row
+
+
+def print_table(rows: dict[str, dict[str, Any]]) -> None:
+    keys = [k for k in next(iter(rows.values())) if k != "load_rss_mb"]
+    names = list(rows)
+    print(f"{'metric':<22}" + "".join(f"{n:>14}" for n in names))
+    for key in keys:
+        cells = "".join(f"{rows[n].get(key, '-')!s:>14}" for n in names)
+        print(f"{key:<22}{cells}")
+
+
+def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    fast, std, ref = rows.get("fast"), rows.get("standard"), rows.get("pytorch")
+    out: dict[str, Any] = {}
+    for ctx in (256, 512):
+        if fast and std:
+            out[f"fast/standard decode @{ctx} (<=0.5)"] = round(
+                fast[f"decode_{ctx}_ms"] / std[f"decode_{ctx}_ms"], 3
+            )
+        if fast and ref:
+            out[f"fast/pytorch decode @{ctx} (<=0.35)"] = round(
+                fast[f"decode_{ctx}_ms"] / ref[f"decode_{ctx}_ms"], 3
+            )
+    if fast and ref:
+        out["fast/pytorch prefill 1024 (<=1.0)"] = round(
+            fast["prefill_1024_ms"] / ref["prefill_1024_ms"], 3
+        )
+    if fast:
+        out["fast reuse/full prefill (<=0.05)"] = fast.get("reuse_ratio")
+    return out
+
+
+def main() -> int:
+    from inference.session import default_threads
+    from models.paths import DEFAULT_MODEL, model_dir
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
+    parser.add_argument("--json", type=Path, default=Path("bench/results/engine.json"))
+    args = parser.parse_args()
+    root = model_dir(args.model)
+    if not (root / "fast").is_dir():
+        print(f"no model at {root}: run `fastcomplete models build`", file=sys.stderr)
+        return 1
+    threads = default_threads()
+    rows: dict[str, dict[str, Any]] = {}
+    for variant in ("fast", "standard"):
+        rows[variant] = run_isolated("onnx", root / variant, args.reps, threads)
+        print(f"{variant}: done", file=sys.stderr, flush=True)
+    try:
+        import torch  # noqa: F401
+
+        have_torch = (root / "hf").is_dir() and not args.no_torch
+    except ImportError:
+        have_torch = False
+    if have_torch:
+        rows["pytorch"] = run_isolated("torch", root / "hf", args.reps, threads)
+    print(f"\nengine benchmark: {args.model}, {threads} threads, medians of {args.reps} runs\n")
+    print_table(rows)
+    lookup = lookup_speedup(root / "fast", corpus_text())
+    print(
+        f"\nprompt lookup (fast model, 48 tokens at {lookup['positions']} positions in stdlib code):"
+    )
+    print(
+        f"  decode speed-up {lookup['speedup']}x, acceptance {lookup['acceptance']}, "
+        f"identical outputs {lookup['identical_outputs']}/{lookup['positions']}, "
+        f"{lookup['effective_ms_per_token']} ms per generated token"
+    )
+    checks = targets(rows)
+    if "pytorch" in rows:
+        ref = rows["pytorch"]["decode_1024_ms"]
+        checks["fast with lookup / pytorch decode (<=0.35)"] = round(
+            lookup["effective_ms_per_token"] / ref, 3
+        )
+    print("\ntargets (ratios measured in this run):")
+    for name, value in checks.items():
+        print(f"  {name:<40} {value}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    report = {"model": args.model, "threads": threads, "reps": args.reps, "rows": rows}
+    report.update(prompt_lookup=lookup, targets=checks, time=time.strftime("%Y-%m-%d %H:%M"))
+    args.json.write_text(json.dumps(report, indent=2))
+    print(f"\nwritten to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

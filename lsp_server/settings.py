@@ -1,0 +1,102 @@
+"""The `fastcomplete` settings section: defaults, parsing, and per-key validation.
+
+Settings arrive from initializationOptions, workspace/configuration and didChangeConfiguration.
+An invalid value is reported by key and the previous value kept; valid keys still apply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+MULTILINE_MODES = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class Settings:
+    fastMode: bool = True
+    enable: bool = True
+    languages: dict[str, bool] = field(default_factory=dict)  # languageId -> on/off; absent: on
+    maxTokens: int = 64
+    multiline: str = "auto"
+    debounceMs: int = 30
+    contextTokens: int = 1536
+    fastModelPath: str | None = None
+    standardModelPath: str | None = None
+
+    def enabled_for(self, language_id: str) -> bool:
+        return self.enable and self.languages.get(language_id, True)
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ValueError("must be true or false")
+
+
+def _int_in(low: int, high: int):
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"must be a whole number from {low} to {high}")
+        if not low <= value <= high:
+            raise ValueError(f"must be from {low} to {high}")
+        return value
+
+    return check
+
+
+def _multiline(value: Any) -> str:
+    if value not in MULTILINE_MODES:
+        raise ValueError(f"must be one of {', '.join(MULTILINE_MODES)}")
+    return value
+
+
+def _languages(value: Any) -> dict[str, bool]:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, bool) for k, v in value.items()
+    ):
+        raise ValueError('must map language ids to true/false, e.g. {"markdown": false}')
+    return dict(value)
+
+
+def _path(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value):
+        return value
+    raise ValueError("must be a folder path or null")
+
+
+VALIDATORS = {
+    "fastMode": _bool,
+    "enable": _bool,
+    "languages": _languages,
+    "maxTokens": _int_in(1, 512),
+    "multiline": _multiline,
+    "debounceMs": _int_in(0, 2000),
+    "contextTokens": _int_in(64, 8192),
+    "fastModelPath": _path,
+    "standardModelPath": _path,
+}
+
+
+def merge(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
+    """Apply the valid keys of `raw` to `current`; one message per invalid or unknown key."""
+    if raw is None:
+        return current, []
+    if isinstance(raw, dict) and isinstance(raw.get("fastcomplete"), dict):
+        raw = raw["fastcomplete"]  # clients send either the section or the whole configuration
+    if not isinstance(raw, dict):
+        return current, [f"fastcomplete settings must be an object, got {type(raw).__name__}"]
+    changes: dict[str, Any] = {}
+    errors: list[str] = []
+    for key, value in raw.items():
+        check = VALIDATORS.get(key)
+        if check is None:
+            errors.append(f"fastcomplete.{key}: unknown setting (ignored)")
+            continue
+        try:
+            changes[key] = check(value)
+        except ValueError as exc:
+            kept = getattr(current, key)
+            errors.append(f"fastcomplete.{key}: {exc}; keeping {kept!r}")
+    return dataclasses.replace(current, **changes), errors
