@@ -5,6 +5,7 @@ Synchronous by design: callers run it on a worker thread and stop it with the ca
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,12 +21,15 @@ from inference.router import FAST, STANDARD, NoModel, Router, Task
 from inference.session import SessionConfig
 from models.paths import DEFAULT_MODEL, fastcomplete_home, variant_dir
 
+WARM_CHUNK = 64  # a keystroke arriving mid-warm-up waits for at most one such chunk
 CACHEABLE = frozenset({Finish.EOS, Finish.STOP, Finish.NEWLINE, Finish.LENGTH})
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    model_name: str = DEFAULT_MODEL
+    model_name: str = field(
+        default_factory=lambda: os.environ.get("FASTCOMPLETE_MODEL", DEFAULT_MODEL)
+    )
     fast_dir: Path | None = None  # explicit model folders override the name
     standard_dir: Path | None = None
     session: SessionConfig = SessionConfig()
@@ -97,12 +101,13 @@ class Engine:
         fast_mode: bool = True,
         cancel: threading.Event | None = None,
         on_text: Callable[[str], None] | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> EngineResult:
         """Run one request. `on_text` receives the text so far (it restarts on a fallback)."""
         cancel = cancel or threading.Event()
 
         def work(model: Model, variant: str) -> EngineResult:
-            return self._generate_on(model, variant, prompt, config, cancel, on_text)
+            return self._generate_on(model, variant, prompt, config, cancel, on_text, pause)
 
         result, _, fallback = self.router.run(task, fast_mode, work)
         result.fallback = fallback
@@ -116,6 +121,7 @@ class Engine:
         config: GenerationConfig,
         cancel: threading.Event,
         on_text: Callable[[str], None] | None,
+        pause: Callable[[], None] | None = None,
     ) -> EngineResult:
         ids = model.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         mid = model.model_id
@@ -127,7 +133,7 @@ class Engine:
             if on_text:
                 on_text(hit["text"])
             return EngineResult(hit["text"], variant, mid, Finish(hit["finish"]), True, False, None)
-        generation = Generation(model, ids, config, cancel)
+        generation = Generation(model, ids, config, cancel, pause)
         text = ""
         try:
             for piece in generation:
@@ -159,6 +165,23 @@ class Engine:
             drafted=res.drafted,
             accepted=res.accepted,
         )
+
+    def warm(self, prompt: str, *, fast_mode: bool, cancel: threading.Event) -> int:
+        """Prefill `prompt` into the KV cache of the model that would complete there (idle time).
+
+        Returns how many tokens were computed (0 when already cached). Not counted as a request.
+        """
+        order = (FAST, STANDARD) if fast_mode else (STANDARD, FAST)
+        model = next((m for v in order if (m := self.router.loaded(v))), None)
+        if model is None:
+            return 0
+        config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK)
+        gen = Generation(model, model.tokenizer.encode(prompt), config, cancel)
+        result = gen.run()
+        computed = result.prompt_tokens - result.reused_tokens
+        self.metrics.event("warmups")
+        self.metrics.event("warmup_tokens", computed)
+        return computed
 
     def stats(self) -> dict[str, Any]:
         snap = self.metrics.snapshot()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -43,6 +43,7 @@ class GenerationConfig:
     stop_at_newline: bool = False  # single-line completions
     deadline_s: float | None = None  # wall-clock budget from the start of the request
     draft_tokens: int = 0  # prompt-lookup drafts per step (greedy only); 0 turns it off
+    prefill_chunk: int = PREFILL_CHUNK  # smaller for idle warm-ups, so a keystroke waits less
 
     @property
     def cache_key(self) -> tuple:
@@ -97,6 +98,7 @@ class Generation:
         prompt_ids: list[int],
         config: GenerationConfig = GenerationConfig(),
         cancel: threading.Event | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> None:
         if not prompt_ids:
             raise ValueError("empty prompt: nothing to continue from")
@@ -106,6 +108,7 @@ class Generation:
         self.prompt = list(prompt_ids)
         self.config = config
         self.cancel = cancel or threading.Event()
+        self.pause = pause  # blocks while higher-priority work runs (completions pre-empt explain)
         self.result = GenerationResult(prompt_tokens=len(prompt_ids))
         self._rng = np.random.default_rng(config.seed)
         self._emitted = ""  # text already yielded
@@ -131,6 +134,8 @@ class Generation:
     # -- the loop ---------------------------------------------------------------------------
 
     def _check(self) -> None:
+        if self.pause is not None:
+            self.pause()
         if self.cancel.is_set():
             raise _Stop(Finish.CANCELLED)
         deadline = self.config.deadline_s
@@ -147,9 +152,10 @@ class Generation:
     def _run(self, slot) -> Iterator[str]:
         try:
             pending = self.prompt[len(slot) :]
+            chunk = max(1, self.config.prefill_chunk)
             while pending:
-                logits = self._forward(slot, pending[:PREFILL_CHUNK])
-                pending = pending[PREFILL_CHUNK:]
+                logits = self._forward(slot, pending[:chunk])
+                pending = pending[chunk:]
             self.result.prefill_s = time.perf_counter() - self._start
             if self.config.max_new_tokens <= 0:
                 raise _Stop(Finish.LENGTH)

@@ -118,6 +118,24 @@ def _complete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from lsp_server.server import serve
+
+    # stdout carries the protocol: logs go to stderr, which editors show as the server's log.
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not args.verbose:
+        # pygls logs every message body at INFO: that would put users' code in the log.
+        logging.getLogger("pygls").setLevel(logging.WARNING)
+    serve(tcp=args.tcp)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from models.paths import DEFAULT_MODEL
 
@@ -144,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     ver = models.add_parser("verify", help="check sha256s and run one forward pass")
     ver.add_argument("name", nargs="?", default=DEFAULT_MODEL)
     ver.set_defaults(func=_models_verify)
+
+    srv = sub.add_parser("serve", help="run the language server (LSP over stdio)")
+    srv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    srv.add_argument("--verbose", action="store_true", help="debug logging to stderr")
+    srv.set_defaults(func=_serve)
 
     c = sub.add_parser("complete", help="complete FILE at a position (LSP line/UTF-16 character)")
     c.add_argument("file", type=Path)

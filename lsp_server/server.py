@@ -1,0 +1,571 @@
+"""The pygls language server: thin handlers that translate LSP to the plain functions beside them.
+
+Data flows one way: LSP request -> context (completion.plan_completion) -> prompt -> engine (on a
+worker thread, cancellable) -> post-process (completion.clean_completion) -> LSP response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+
+from inference.engine import Engine, EngineConfig, EngineResult
+from inference.generate import Finish
+from inference.model import ModelLoadError
+from inference.router import FAST, STANDARD, RoutingError, Task
+from lsp_server import __version__
+from lsp_server.completion import clean_completion, plan_completion
+from lsp_server.positions import PositionError, offset_at
+from lsp_server.prompts import (
+    EXPLAIN_CONFIG,
+    REFACTOR_CONFIG,
+    explain_prompt,
+    extract_code,
+    refactor_prompt,
+)
+from lsp_server.scheduler import Gate, LatestWins
+from lsp_server.settings import Settings, merge
+from lsp_server.syntax import syntax_issues
+
+log = logging.getLogger(__name__)
+
+CMD_EXPLAIN = "fastcomplete.explain"
+CMD_REFACTOR = "fastcomplete.refactor"
+CMD_TOGGLE = "fastcomplete.toggleFastMode"
+CMD_STATS = "fastcomplete.stats"
+CMD_ACCEPTED = "fastcomplete.accepted"
+COMMANDS = [CMD_EXPLAIN, CMD_REFACTOR, CMD_TOGGLE, CMD_STATS, CMD_ACCEPTED]
+WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
+
+# The JSON-RPC id of the request being handled; lets executeCommand handlers be cancelled.
+REQUEST_ID: contextvars.ContextVar[Any] = contextvars.ContextVar("request_id", default=None)
+
+
+class Protocol(LanguageServerProtocol):
+    """pygls does not cancel executeCommand handlers on $/cancelRequest; this does."""
+
+    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
+        token = REQUEST_ID.set(msg_id)
+        try:
+            super()._handle_request(msg_id, method_name, params)
+        finally:
+            REQUEST_ID.reset(token)
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        server = self._server
+        if isinstance(server, FastcompleteServer):
+            event = server.command_cancels.get(msg_id)
+            if event is not None:
+                event.set()
+        super()._handle_cancel_notification(msg_id)
+
+
+class FastcompleteServer(LanguageServer):
+    def __init__(self, engine_config: EngineConfig | None = None) -> None:
+        super().__init__("fastcomplete", __version__, protocol_cls=Protocol, max_workers=4)
+        self.settings = Settings()
+        self.engine_config = engine_config
+        self.engine: Engine | None = None
+        self.models_ready = threading.Event()
+        self.counts: Counter = Counter()
+        self.latest = LatestWins()
+        self.warmups = LatestWins()
+        self.gate = Gate()
+        # Model work: completions, warm-ups and one chat task can run side by side.
+        self.model_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="model")
+        self.command_cancels: dict[Any, threading.Event] = {}
+        self._shown: set[str] = set()
+        self._background: set[asyncio.Task] = set()
+
+    # -- messages -------------------------------------------------------------------------
+
+    def tell(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        log.log(logging.WARNING if kind <= types.MessageType.Warning else logging.INFO, message)
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def tell_once(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        if message not in self._shown:
+            self._shown.add(message)
+            self.tell(message, kind)
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def in_model_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.model_pool, functools.partial(fn, *args, **kwargs))
+
+    # -- settings and models ------------------------------------------------------------------
+
+    def apply_settings(self, raw: Any) -> None:
+        before = self.settings.fastMode
+        self.settings, errors = merge(self.settings, raw)
+        for error in errors:
+            self.tell(f"fastcomplete: invalid setting {error}")
+        if self.settings.fastMode != before:
+            log.info("fast mode %s", "on" if self.settings.fastMode else "off")
+
+    def make_engine(self) -> Engine:
+        if self.engine_config is not None:
+            return Engine(self.engine_config)
+        fast = self.settings.fastModelPath
+        standard = self.settings.standardModelPath
+        return Engine(
+            EngineConfig(
+                fast_dir=Path(fast).expanduser() if fast else None,
+                standard_dir=Path(standard).expanduser() if standard else None,
+            )
+        )
+
+    async def load_models(self) -> None:
+        """Load both models in the background, reporting work-done progress when supported."""
+        self.engine = self.make_engine()
+        if self.engine.cache.problem:
+            self.tell_once(f"fastcomplete: {self.engine.cache.problem}")
+        token = "fastcomplete/load"
+        progress = self._supports_progress()
+        if progress:
+            try:
+                await self.work_done_progress.create_async(token)
+                self.work_done_progress.begin(
+                    token, types.WorkDoneProgressBegin(title="fastcomplete: loading models")
+                )
+            except Exception:  # a client that refuses progress still gets completions
+                progress = False
+        missing = []
+        for i, variant in enumerate((FAST, STANDARD)):
+            try:
+                await self.in_model_thread(self.engine.load, variant)
+                self.models_ready.set()
+            except ModelLoadError as exc:
+                missing.append(f"{variant} model: {exc}")
+            if progress:
+                self.work_done_progress.report(
+                    token,
+                    types.WorkDoneProgressReport(
+                        message=f"{variant} ready", percentage=50 * i + 50
+                    ),
+                )
+        if progress:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="models loaded"))
+            self.work_done_progress.tokens.pop(token, None)
+        for problem in missing:
+            self.tell_once(f"fastcomplete: {problem}", types.MessageType.Error)
+
+    def _supports_progress(self) -> bool:
+        window = self.client_capabilities.window
+        return bool(window and window.work_done_progress)
+
+    # -- completions --------------------------------------------------------------------------
+
+    def document(self, uri: str):
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            raise JsonRpcInvalidParams(f"unknown document {uri}: send textDocument/didOpen first")
+        return doc
+
+    async def complete(self, uri: str, position: types.Position) -> tuple[str, EngineResult] | None:
+        """The completion at `position`, or None (disabled, not ready, superseded, empty)."""
+        self.counts["requests"] += 1
+        doc = self.document(uri)
+        if not self.settings.enabled_for(doc.language_id or ""):
+            self.counts["disabled"] += 1
+            return None
+        if not self.models_ready.is_set() or self.engine is None:
+            self.counts["not_ready"] += 1
+            return None
+        try:
+            plan = plan_completion(doc.source, position.line, position.character, self.settings)
+        except PositionError as exc:
+            self.counts["bad_position"] += 1
+            raise JsonRpcInvalidParams(f"{uri}: {exc}") from exc
+        self.warmups.cancel(uri)
+        version = doc.version
+        ticket = self.latest.begin(uri)
+        try:
+            await asyncio.sleep(self.settings.debounceMs / 1000)
+            if not self.latest.is_current(ticket):
+                self.counts["stale_dropped"] += 1
+                return None
+            with self.gate.foreground():
+                result = await self.in_model_thread(
+                    self.engine.generate,
+                    Task.COMPLETION,
+                    plan.prompt,
+                    plan.config,
+                    fast_mode=self.settings.fastMode,
+                    cancel=ticket.cancel,
+                )
+        except asyncio.CancelledError:
+            ticket.cancel.set()  # the worker thread stops at its next forward pass
+            self.counts["cancelled"] += 1
+            raise
+        except RoutingError as exc:
+            self.counts["errors"] += 1
+            self.tell_once(f"fastcomplete: no model could complete: {exc}", types.MessageType.Error)
+            return None
+        finally:
+            self.latest.finish(ticket)
+        if result.finish is Finish.CANCELLED:
+            self.counts["cancelled"] += 1
+            return None
+        if ticket.cancel.is_set() or self.document(uri).version != version:
+            self.counts["stale_dropped"] += 1  # the document moved on while we generated
+            return None
+        self.counts["cache_hits"] += result.cached
+        text = clean_completion(result.text, plan)
+        if not text:
+            self.counts["empty"] += 1
+            return None
+        self.counts["answered"] += 1
+        return text, result
+
+    def inline_items(
+        self, uri: str, position: types.Position, text: str, result: EngineResult
+    ) -> list[types.InlineCompletionItem]:
+        accepted = types.Command(
+            title="fastcomplete: accepted",
+            command=CMD_ACCEPTED,
+            arguments=[{"uri": uri, "model": result.model_id, "chars": len(text)}],
+        )
+        return [
+            types.InlineCompletionItem(
+                insert_text=text,
+                range=types.Range(start=position, end=position),  # one line, as the spec asks
+                command=accepted,
+            )
+        ]
+
+    # -- idle warm-up ---------------------------------------------------------------------------
+
+    def schedule_warm(self, uri: str, line: int, character: int) -> None:
+        if self.engine is None or not self.models_ready.is_set():
+            return
+        self.spawn(self._warm(uri, line, character))
+
+    async def _warm(self, uri: str, line: int, character: int) -> None:
+        ticket = self.warmups.begin(uri)
+        try:
+            await asyncio.sleep(WARM_DELAY_S)
+            doc = self.workspace.text_documents.get(uri)
+            if doc is None or not self.warmups.is_current(ticket) or self.gate.busy:
+                return
+            if not self.settings.enabled_for(doc.language_id or ""):
+                return
+            plan = plan_completion(doc.source, line, character, self.settings)
+            if plan.prompt.strip():
+                await self.in_model_thread(
+                    self.engine.warm,
+                    plan.prompt,
+                    fast_mode=self.settings.fastMode,
+                    cancel=ticket.cancel,
+                )
+        except (PositionError, RoutingError, ModelLoadError) as exc:
+            log.debug("warm-up skipped: %s", exc)
+        except Exception:
+            log.exception("warm-up failed")  # idle work must never take the server down
+        finally:
+            self.warmups.finish(ticket)
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def selection(self, args: list[Any]) -> tuple[Any, str, types.Range]:
+        """(document, selected text, range) from [{uri, range}] or [uri, range]."""
+        try:
+            if len(args) == 1 and isinstance(args[0], dict):
+                uri, raw = args[0]["uri"], args[0]["range"]
+            else:
+                uri, raw = args[0], args[1]
+            rng = types.Range(
+                start=types.Position(raw["start"]["line"], raw["start"]["character"]),
+                end=types.Position(raw["end"]["line"], raw["end"]["character"]),
+            )
+        except (KeyError, IndexError, TypeError) as exc:
+            raise JsonRpcInvalidParams("expected arguments [{uri, range: {start, end}}]") from exc
+        doc = self.document(uri)
+        try:
+            start = offset_at(doc.source, rng.start.line, rng.start.character)
+            end = offset_at(doc.source, rng.end.line, rng.end.character)
+        except PositionError as exc:
+            raise JsonRpcInvalidParams(f"{uri}: {exc}") from exc
+        if end < start:
+            start, end = end, start
+        return doc, doc.source[start:end], rng
+
+    async def run_chat(
+        self, task: Task, prompt: str, config: Any, title: str
+    ) -> tuple[EngineResult, bool]:
+        """A standard-model generation streamed as work-done progress; (result, cancelled)."""
+        if self.engine is None or not self.models_ready.is_set():
+            raise JsonRpcInvalidParams("models are still loading; try again in a moment")
+        msg_id = REQUEST_ID.get()
+        cancel = threading.Event()
+        self.command_cancels[msg_id] = cancel
+        token = f"fastcomplete/{task.value}/{msg_id}"
+        progress = self._supports_progress()
+        loop = asyncio.get_running_loop()
+        if progress:
+            try:
+                await self.work_done_progress.create_async(token)
+                self.work_done_progress.begin(
+                    token, types.WorkDoneProgressBegin(title=title, cancellable=True)
+                )
+                self.work_done_progress.tokens[token].add_done_callback(
+                    lambda fut: cancel.set() if fut.cancelled() else None
+                )
+            except Exception:
+                progress = False
+
+        def stream(text: str) -> None:
+            if progress:
+                loop.call_soon_threadsafe(
+                    self.work_done_progress.report,
+                    token,
+                    types.WorkDoneProgressReport(message=text),
+                )
+
+        try:
+            result = await self.in_model_thread(
+                self.engine.generate,
+                task,
+                prompt,
+                config,
+                fast_mode=self.settings.fastMode,
+                cancel=cancel,
+                on_text=stream,
+                pause=self.gate.pauser(cancel),
+            )
+        finally:
+            self.command_cancels.pop(msg_id, None)
+            if progress:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd())
+                self.work_done_progress.tokens.pop(token, None)
+        return result, result.finish is Finish.CANCELLED
+
+
+def create_server(engine_config: EngineConfig | None = None) -> FastcompleteServer:
+    server = FastcompleteServer(engine_config)
+    register(server)
+    return server
+
+
+def register(server: FastcompleteServer) -> None:
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: FastcompleteServer, params: types.InitializeParams) -> None:
+        ls.apply_settings(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: FastcompleteServer, params: types.InitializedParams) -> None:
+        workspace = ls.client_capabilities.workspace
+        if workspace and workspace.configuration:
+            try:
+                config = await ls.workspace_configuration_async(
+                    types.ConfigurationParams(
+                        items=[types.ConfigurationItem(section="fastcomplete")]
+                    )
+                )
+                ls.apply_settings(config[0] if config else None)
+            except Exception as exc:
+                log.warning("workspace/configuration failed: %s", exc)
+        ls.spawn(ls.load_models())
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(
+        ls: FastcompleteServer, params: types.DidChangeConfigurationParams
+    ) -> None:
+        if params.settings is not None and params.settings != {}:
+            ls.apply_settings(params.settings)
+            return
+        config = await ls.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section="fastcomplete")])
+        )
+        ls.apply_settings(config[0] if config else None)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: FastcompleteServer, params: types.DidOpenTextDocumentParams) -> None:
+        # The whole document's prefix is what any cursor's prompt starts with: warm it.
+        lines = params.text_document.text.split("\n")
+        ls.schedule_warm(params.text_document.uri, len(lines) - 1, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: FastcompleteServer, params: types.DidChangeTextDocumentParams) -> None:
+        last = params.content_changes[-1] if params.content_changes else None
+        if isinstance(last, types.TextDocumentContentChangePartial):
+            end = last.range.start
+            lines = last.text.split("\n")
+            line = end.line + len(lines) - 1
+            ls.schedule_warm(params.text_document.uri, line, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: FastcompleteServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.latest.cancel(params.text_document.uri)
+        ls.warmups.cancel(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(
+        ls: FastcompleteServer, params: types.InlineCompletionParams
+    ) -> types.InlineCompletionList | None:
+        uri = params.text_document.uri
+        outcome = await ls.complete(uri, params.position)
+        if outcome is None:
+            return types.InlineCompletionList(items=[])
+        return types.InlineCompletionList(items=ls.inline_items(uri, params.position, *outcome))
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+    async def completion(
+        ls: FastcompleteServer, params: types.CompletionParams
+    ) -> types.CompletionList:
+        """For clients without inline completion: one item carrying the whole completion."""
+        doc_caps = ls.client_capabilities.text_document
+        if doc_caps is not None and doc_caps.inline_completion is not None:
+            return types.CompletionList(is_incomplete=False, items=[])
+        outcome = await ls.complete(params.text_document.uri, params.position)
+        if outcome is None:
+            return types.CompletionList(is_incomplete=True, items=[])
+        text, result = outcome
+        pos = params.position
+        item = types.CompletionItem(
+            label=text.split("\n", 1)[0].strip()[:60] or text.strip()[:60],
+            kind=types.CompletionItemKind.Snippet,
+            detail=f"fastcomplete ({result.variant})",
+            insert_text_format=types.InsertTextFormat.PlainText,
+            text_edit=types.TextEdit(range=types.Range(start=pos, end=pos), new_text=text),
+            command=ls.inline_items(params.text_document.uri, pos, text, result)[0].command,
+            sort_text="0",
+        )
+        return types.CompletionList(is_incomplete=True, items=[item])
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.RefactorRewrite]),
+    )
+    def code_action(
+        ls: FastcompleteServer, params: types.CodeActionParams
+    ) -> list[types.CodeAction]:
+        rng = params.range
+        if rng.start == rng.end:
+            return []
+        arg = {"uri": params.text_document.uri, "range": _range_json(rng)}
+        return [
+            types.CodeAction(
+                title="Rewrite with fastcomplete (standard model)",
+                kind=types.CodeActionKind.RefactorRewrite,
+                command=types.Command(
+                    title="Rewrite with fastcomplete", command=CMD_REFACTOR, arguments=[arg]
+                ),
+            )
+        ]
+
+    @server.command(CMD_EXPLAIN)
+    async def explain(ls: FastcompleteServer, *args: Any) -> dict[str, Any]:
+        doc, code, _ = ls.selection(list(args))
+        if not code.strip():
+            raise JsonRpcInvalidParams("nothing selected to explain")
+        prompt = explain_prompt(code, doc.language_id or "text")
+        result, cancelled = await ls.run_chat(
+            Task.EXPLAIN, prompt, EXPLAIN_CONFIG, "fastcomplete: explaining"
+        )
+        ls.counts["explains"] += 1
+        return {"markdown": result.text, "model": result.model_id, "cancelled": cancelled}
+
+    @server.command(CMD_REFACTOR)
+    async def refactor(ls: FastcompleteServer, *args: Any) -> dict[str, Any]:
+        doc, code, rng = ls.selection(list(args))
+        if not code.strip():
+            raise JsonRpcInvalidParams("nothing selected to rewrite")
+        language = doc.language_id or "text"
+        result, cancelled = await ls.run_chat(
+            Task.REFACTOR,
+            refactor_prompt(code, language),
+            REFACTOR_CONFIG,
+            "fastcomplete: rewriting",
+        )
+        if cancelled:
+            return {"applied": False, "reason": "cancelled"}
+        rewritten = extract_code(result.text)
+        verdict = refactor_verdict(doc.source, code, rewritten, rng, language)
+        if verdict is not None:
+            ls.counts["refactors_refused"] += 1
+            ls.tell(f"fastcomplete: rewrite not applied: {verdict}", types.MessageType.Info)
+            return {"applied": False, "reason": verdict, "model": result.model_id}
+        edit = types.WorkspaceEdit(
+            changes={doc.uri: [types.TextEdit(range=rng, new_text=rewritten)]}
+        )
+        response = await ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit=edit, label="fastcomplete rewrite")
+        )
+        ls.counts["refactors_applied"] += bool(response.applied)
+        return {"applied": bool(response.applied), "model": result.model_id}
+
+    @server.command(CMD_TOGGLE)
+    def toggle(ls: FastcompleteServer, *args: Any) -> dict[str, bool]:
+        ls.apply_settings({"fastMode": not ls.settings.fastMode})
+        return {"fastMode": ls.settings.fastMode}
+
+    @server.command(CMD_STATS)
+    def stats(ls: FastcompleteServer, *args: Any) -> dict[str, Any]:
+        engine = ls.engine.stats() if ls.engine is not None else {}
+        return {
+            "fastMode": ls.settings.fastMode,
+            "modelsReady": ls.models_ready.is_set(),
+            "server": dict(ls.counts),
+            **engine,
+        }
+
+    @server.command(CMD_ACCEPTED)
+    def accepted(ls: FastcompleteServer, *args: Any) -> None:
+        ls.counts["accepted"] += 1
+        model = args[0].get("model") if args and isinstance(args[0], dict) else None
+        if model:
+            ls.counts[f"accepted.{model}"] += 1
+
+
+def refactor_verdict(
+    source: str, selected: str, rewritten: str | None, rng: types.Range, language: str
+) -> str | None:
+    """Why a rewrite must not be applied, or None when it is safe to apply."""
+    if rewritten is None:
+        return "the model's answer had no code block"
+    if rewritten.strip() == selected.strip():
+        return "the model returned the code unchanged"
+    start = offset_at(source, rng.start.line, rng.start.character)
+    end = offset_at(source, rng.end.line, rng.end.character)
+    start, end = min(start, end), max(start, end)
+    before = syntax_issues(language, source)
+    after = syntax_issues(language, source[:start] + rewritten + source[end:])
+    if before is None or after is None:
+        return f"no parser for {language!r} to check the rewrite with"
+    if len(after) > len(before):
+        issue = after[0]
+        return f"it would add syntax errors (first at line {issue.line + 1}, column {issue.column + 1})"
+    return None
+
+
+def _range_json(rng: types.Range) -> dict[str, Any]:
+    return {
+        "start": {"line": rng.start.line, "character": rng.start.character},
+        "end": {"line": rng.end.line, "character": rng.end.character},
+    }
+
+
+def serve(tcp: str | None = None, engine_config: EngineConfig | None = None) -> None:
+    server = create_server(engine_config)
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()

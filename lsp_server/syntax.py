@@ -1,0 +1,75 @@
+"""tree-sitter parsing: which languages we know, and how many syntax errors a text has."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
+
+from tree_sitter import Language, Node, Parser
+
+# LSP languageId -> (module, function returning the grammar)
+GRAMMARS: dict[str, tuple[str, str]] = {
+    "python": ("tree_sitter_python", "language"),
+    "javascript": ("tree_sitter_javascript", "language"),
+    "javascriptreact": ("tree_sitter_javascript", "language"),
+    "typescript": ("tree_sitter_typescript", "language_typescript"),
+    "typescriptreact": ("tree_sitter_typescript", "language_tsx"),
+    "go": ("tree_sitter_go", "language"),
+    "rust": ("tree_sitter_rust", "language"),
+}
+FENCE_NAMES = {
+    "javascriptreact": "jsx",
+    "typescriptreact": "tsx",
+    "typescript": "ts",
+    "javascript": "js",
+}
+
+
+@dataclass(frozen=True)
+class SyntaxIssue:
+    line: int  # 0-based
+    column: int
+    kind: str  # "error" or "missing"
+
+
+@cache
+def language(language_id: str) -> Language | None:
+    """The grammar for an LSP languageId, or None for languages parsed as plain text."""
+    entry = GRAMMARS.get(language_id)
+    if entry is None:
+        return None
+    module = importlib.import_module(entry[0])
+    return Language(getattr(module, entry[1])())
+
+
+def parse(language_id: str, text: str):
+    lang = language(language_id)
+    if lang is None:
+        return None
+    return Parser(lang).parse(text.encode("utf-8"))
+
+
+def syntax_issues(language_id: str, text: str) -> list[SyntaxIssue] | None:
+    """Every ERROR and MISSING node; None when the language has no grammar here."""
+    tree = parse(language_id, text)
+    if tree is None:
+        return None
+    issues: list[SyntaxIssue] = []
+
+    def walk(node: Node) -> None:
+        if node.is_error or node.is_missing:
+            row, col = node.start_point
+            issues.append(SyntaxIssue(row, col, "missing" if node.is_missing else "error"))
+            if node.is_error:
+                return  # one report per broken region
+        if node.has_error:
+            for child in node.children:
+                walk(child)
+
+    walk(tree.root_node)
+    return issues
+
+
+def fence_name(language_id: str) -> str:
+    return FENCE_NAMES.get(language_id, language_id)

@@ -1,0 +1,111 @@
+"""Shared pieces of the LSP end-to-end tests: a real pytest-lsp client against `fastcomplete serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from models.paths import DEFAULT_MODEL, fastcomplete_home
+
+SERVER = [sys.executable, "-m", "lsp_server.cli", "serve"]
+# The server gets a home of its own (its completion cache starts empty every run) and is pointed
+# at the models built in the user's home through settings, as an editor user could do.
+SERVER_HOME = tempfile.mkdtemp(prefix="fastcomplete-lsp-")
+REAL = fastcomplete_home() / "models" / DEFAULT_MODEL
+TINY = fastcomplete_home() / "models" / "tiny-llama"
+
+
+def config(**env: str) -> ClientServerConfig:
+    return ClientServerConfig(
+        server_command=SERVER, server_env={"FASTCOMPLETE_HOME": SERVER_HOME, **env}
+    )
+
+
+def capabilities() -> types.ClientCapabilities:
+    """VS Code's capabilities plus LSP 3.18 inline completion, as VS Code's client sends."""
+    caps = client_capabilities("visual-studio-code")
+    caps.text_document.inline_completion = types.InlineCompletionClientCapabilities()
+    caps.window.work_done_progress = True
+    caps.workspace.configuration = True
+    caps.workspace.apply_edit = True
+    return caps
+
+
+def model_options(root=REAL, **extra: Any) -> dict[str, Any]:
+    return {
+        "fastModelPath": str(root / "fast"),
+        "standardModelPath": str(root / "standard"),
+        "debounceMs": 0,
+        **extra,
+    }
+
+
+async def start(client: LanguageClient, options: dict[str, Any], caps=None) -> None:
+    applied: list[types.ApplyWorkspaceEditParams] = []
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        applied.append(params)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    client.applied_edits = applied  # type: ignore[attr-defined]
+    client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
+        types.InitializeParams(capabilities=caps or capabilities(), initialization_options=options)
+    )
+
+
+async def command(client: LanguageClient, name: str, *args: Any) -> Any:
+    return await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=name, arguments=list(args))
+    )
+
+
+async def wait_ready(client: LanguageClient, timeout: float = 120.0) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        stats = await command(client, "fastcomplete.stats")
+        loaded = stats.get("kv_cache_bytes", {})
+        if stats["modelsReady"] and len(loaded) == 2:
+            return stats
+        await asyncio.sleep(0.2)
+    raise TimeoutError("models did not load")
+
+
+def open_doc(client: LanguageClient, uri: str, text: str, language: str = "python") -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id=language, version=1, text=text
+            )
+        )
+    )
+
+
+def insert(client: LanguageClient, uri: str, version: int, line: int, char: int, text: str) -> None:
+    pos = types.Position(line, char)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=text)
+            ],
+        )
+    )
+
+
+async def inline(client: LanguageClient, uri: str, line: int, char: int):
+    return await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line, char),
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Automatic
+            ),
+        )
+    )

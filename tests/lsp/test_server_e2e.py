@@ -1,0 +1,214 @@
+"""`fastcomplete serve` driven end to end by a real LSP client (pytest-lsp) on the real models."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
+from lsp_server.syntax import syntax_issues
+from tests.lsp.helpers import (
+    command,
+    config,
+    inline,
+    insert,
+    model_options,
+    open_doc,
+    start,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.real_model
+
+URI = "file:///work/inventory.py"
+SOURCE = (
+    "import json\n"
+    "from pathlib import Path\n\n\n"
+    "def load_items(path: Path) -> list[dict]:\n"
+    '    """Read the items from a JSON file."""\n'
+    "    with path.open() as fh:\n"
+    "        data = json.load(fh)\n"
+    '    return data["items"]\n\n\n'
+    "def total_price(items: list[dict]) -> float:\n"
+    "    total = 0.0\n"
+    "    for item in items:\n"
+    "        total += item"
+)
+
+
+@pytest_lsp.fixture(config=config())
+async def client(lsp_client: LanguageClient):
+    await start(lsp_client, model_options())
+    await wait_ready(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+def _end(text: str) -> tuple[int, int]:
+    lines = text.split("\n")
+    return len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2
+
+
+async def test_inline_completion_comes_from_the_fast_model(client: LanguageClient) -> None:
+    caps = client.init_result.capabilities
+    assert caps.inline_completion_provider is not None
+    assert caps.text_document_sync.change == types.TextDocumentSyncKind.Incremental
+    assert set(caps.execute_command_provider.commands) >= {
+        "fastcomplete.explain",
+        "fastcomplete.refactor",
+        "fastcomplete.toggleFastMode",
+        "fastcomplete.stats",
+        "fastcomplete.accepted",
+    }
+    open_doc(client, URI, SOURCE)
+    result = await inline(client, URI, *_end(SOURCE))
+    assert result.items, "the model produced nothing"
+    item = result.items[0]
+    assert item.insert_text.strip() and "\n" not in item.insert_text  # mid-statement: one line
+    assert item.range.start == item.range.end == types.Position(*_end(SOURCE))
+    assert item.command.command == "fastcomplete.accepted"
+    await command(client, item.command.command, *item.command.arguments)
+    stats = await command(client, "fastcomplete.stats")
+    assert stats["models"]["smollm2-135m/fast"]["requests"] == 1
+    assert "smollm2-135m/standard" not in stats["models"]
+    assert stats["server"]["answered"] == 1 and stats["server"]["accepted"] == 1
+
+
+async def test_typing_burst_leaves_only_the_last_request_answered(client: LanguageClient) -> None:
+    # Keys 30 ms apart, a 150 ms server debounce: every request but the last is superseded.
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fastcomplete": {"debounceMs": 150}})
+    )
+    open_doc(client, URI, SOURCE)
+    typed = '["price"] * item["quantity"]'
+    line, char = _end(SOURCE)
+    futures, ids = [], []
+    for i, ch in enumerate(typed[:20]):
+        insert(client, URI, 2 + i, line, char + i, ch)
+        msg_id = f"burst-{i}"
+        if ids:
+            client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=ids[-1]))
+        params = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=URI),
+            position=types.Position(line, char + i + 1),
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Automatic
+            ),
+        )
+        futures.append(
+            client.protocol.send_request(
+                types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id
+            )
+        )
+        ids.append(msg_id)
+        await asyncio.sleep(0.03)  # a fast typist
+    outcomes = []
+    for fut in futures:
+        try:
+            outcomes.append(await asyncio.wrap_future(fut))
+        except JsonRpcException as exc:
+            outcomes.append(exc)
+    answered = [i for i, o in enumerate(outcomes) if not isinstance(o, Exception) and o.items]
+    assert answered == [19]
+    stats = await command(client, "fastcomplete.stats")  # still responsive
+    server = stats["server"]
+    assert server["requests"] >= 1 and server["answered"] == 1
+    assert server.get("cancelled", 0) + server.get("stale_dropped", 0) >= 1
+
+
+async def test_toggling_fast_mode_switches_the_model(client: LanguageClient) -> None:
+    open_doc(client, URI, SOURCE)
+    assert await command(client, "fastcomplete.toggleFastMode") == {"fastMode": False}
+    await inline(client, URI, *_end(SOURCE))
+    stats = await command(client, "fastcomplete.stats")
+    assert stats["fastMode"] is False
+    assert stats["models"]["smollm2-135m/standard"]["requests"] == 1
+    assert "smollm2-135m/fast" not in stats["models"]
+    assert await command(client, "fastcomplete.toggleFastMode") == {"fastMode": True}
+
+
+async def test_explain_streams_progress_from_the_standard_model(client: LanguageClient) -> None:
+    open_doc(client, URI, SOURCE)
+    selection = {"start": {"line": 4, "character": 0}, "end": {"line": 8, "character": 23}}
+    result = await command(client, "fastcomplete.explain", {"uri": URI, "range": selection})
+    assert result["model"] == "smollm2-135m/standard" and result["markdown"].strip()
+    reports = [
+        v
+        for token, values in client.progress_reports.items()
+        if "explain" in str(token)
+        for v in values
+        if isinstance(v, types.WorkDoneProgressReport)
+    ]
+    assert len(reports) >= 3, "explanation was not streamed"
+    assert reports[-1].message == result["markdown"]
+
+
+async def test_refactor_applies_only_code_that_parses(client: LanguageClient) -> None:
+    text = "def add(a, b):\n    result = a + b\n    return result\n"
+    open_doc(client, "file:///work/add.py", text)
+    selection = {"start": {"line": 0, "character": 0}, "end": {"line": 2, "character": 17}}
+    result = await command(
+        client, "fastcomplete.refactor", {"uri": "file:///work/add.py", "range": selection}
+    )
+    assert result["model"] == "smollm2-135m/standard"
+    if result["applied"]:
+        (edit,) = client.applied_edits
+        (change,) = edit.edit.changes["file:///work/add.py"]
+        assert syntax_issues("python", change.new_text + "\n") == []
+    else:
+        assert not client.applied_edits
+        assert any("not applied" in m.message for m in client.messages)
+
+
+async def test_code_action_offers_the_rewrite(client: LanguageClient) -> None:
+    open_doc(client, URI, SOURCE)
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=URI),
+            range=types.Range(types.Position(4, 0), types.Position(8, 10)),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
+    (action,) = actions
+    # lsprotocol's client-side hook reads any code action that carries a command as a bare
+    # Command (its `command` then holds the nested command, stringified), dropping `kind`.
+    assert "'command': 'fastcomplete.refactor'" in str(action.command)
+    assert "Rewrite" in action.title
+
+
+async def test_bad_input_gets_clear_errors_and_the_server_lives(client: LanguageClient) -> None:
+    with pytest.raises(JsonRpcException, match="unknown document"):
+        await inline(client, "file:///nowhere.py", 0, 0)
+    open_doc(client, URI, SOURCE)
+    with pytest.raises(JsonRpcException, match="past the end"):
+        await inline(client, URI, 999, 0)
+    with pytest.raises(JsonRpcException, match="past the end of the line"):
+        await inline(client, URI, 0, 500)
+    with pytest.raises(JsonRpcException, match="expected arguments"):
+        await command(client, "fastcomplete.explain", "not a selection")
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(
+            settings={"fastcomplete": {"maxTokens": "lots", "debounceMs": 5}}
+        )
+    )
+    await asyncio.sleep(0.3)
+    assert any("fastcomplete.maxTokens" in m.message for m in client.messages)
+    assert (await command(client, "fastcomplete.stats"))["modelsReady"]
+    assert (await inline(client, URI, *_end(SOURCE))).items  # still serving
+
+
+async def test_non_ascii_positions_are_utf16(client: LanguageClient) -> None:
+    text = 'greeting = "héllo wörld"\nname = "𝔘𝔫𝔦𝔠𝔬𝔡𝔢"\nprint("👋", '
+    uri = "file:///work/unicode.py"
+    open_doc(client, uri, text)
+    # Line 2 is 11 code points but 12 UTF-16 units (the emoji is a surrogate pair): the end of
+    # the line is character 12, which a code-point server would call past the end.
+    assert len('print("👋", ') == 11
+    result = await inline(client, uri, 2, 12)
+    assert result.items and result.items[0].range.start == types.Position(2, 12)
+    with pytest.raises(JsonRpcException, match="past the end of the line"):
+        await inline(client, uri, 2, 13)

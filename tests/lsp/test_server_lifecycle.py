@@ -1,0 +1,56 @@
+"""Server behaviour without (or before) working models, and settings handling."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from tests.lsp.helpers import SERVER_HOME, command, config, inline, open_doc, start
+
+MISSING = f"{SERVER_HOME}/no-such-model"
+
+
+@pytest_lsp.fixture(config=config())
+async def client(lsp_client: LanguageClient):
+    await start(
+        lsp_client,
+        {
+            "fastModelPath": f"{MISSING}/fast",
+            "standardModelPath": f"{MISSING}/standard",
+            "maxTokens": 0,
+            "multiline": "sometimes",
+        },
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_missing_models_are_reported_and_the_server_stays_up(
+    client: LanguageClient,
+) -> None:
+    for _ in range(50):
+        if any("models build" in m.message for m in client.messages):
+            break
+        await asyncio.sleep(0.1)
+    errors = [m for m in client.messages if m.type == types.MessageType.Error]
+    assert errors and all("fastcomplete models build" in m.message for m in errors)
+    assert len(errors) == 2  # one per model, once
+    uri = "file:///work/a.py"
+    open_doc(client, uri, "def f():\n    return 1\n")
+    assert not (await inline(client, uri, 1, 12)).items
+    stats = await command(client, "fastcomplete.stats")
+    assert stats["modelsReady"] is False and stats["server"]["not_ready"] == 1
+
+
+async def test_invalid_initialization_options_name_the_key(client: LanguageClient) -> None:
+    messages = [m.message for m in client.messages]
+    assert any("fastcomplete.maxTokens" in m and "keeping 64" in m for m in messages)
+    assert any("fastcomplete.multiline" in m and "keeping 'auto'" in m for m in messages)
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fastcomplete": {"fastMode": False}})
+    )
+    await asyncio.sleep(0.2)
+    assert (await command(client, "fastcomplete.stats"))["fastMode"] is False
