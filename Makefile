@@ -35,6 +35,7 @@ models: $(STAMP)
 demo: models
 	$(BIN)/fastcomplete models verify
 	$(BIN)/fastcomplete models list
+	$(BIN)/fastcomplete demo
 
 test: models
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -48,7 +49,8 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 bench: models
-	$(BIN)/python bench/engine.py
+	$(BIN)/python -m bench.engine
+	$(BIN)/python -m bench.typing
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -8,12 +8,18 @@ the same machine in one run, so the ratios between them are what to read. Median
 
 from __future__ import annotations
 
+import os
+import sys
+
+# Run as a script, this folder would shadow the standard library's `typing` with typing.py.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+
 import argparse
 import json
 import multiprocessing as mp
 import resource
 import statistics
-import sys
 import sysconfig
 import time
 from pathlib import Path

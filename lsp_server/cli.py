@@ -136,6 +136,12 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from lsp_server.demo import main as demo_main
+
+    return demo_main()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from models.paths import DEFAULT_MODEL
 
@@ -167,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     srv.add_argument("--verbose", action="store_true", help="debug logging to stderr")
     srv.set_defaults(func=_serve)
+
+    d = sub.add_parser("demo", help="an LSP client session against `fastcomplete serve`")
+    d.set_defaults(func=_demo)
 
     c = sub.add_parser("complete", help="complete FILE at a position (LSP line/UTF-16 character)")
     c.add_argument("file", type=Path)

@@ -1,0 +1,216 @@
+"""Typing replay: real files typed character by character through a real LSP client.
+
+    python bench/typing.py [--chars 240] [--json bench/results/typing.json]
+
+For each file size (a 50-line and a 2,000-line Python standard-library file) and fast mode on and
+off: a fresh `fastcomplete serve`, the file opened without one region, and that region typed back
+with human-like gaps between keys (log-normal around 140 ms, longer pauses after newlines). After
+every key the client sends didChange and an inline-completion request, cancelling the previous
+request as VS Code does. Latency is measured at the client, from request to answer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this folder would shadow the standard library's `typing` with typing.py.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+from lsp_server.demo import DemoClient, client_capabilities
+from models.paths import DEFAULT_MODEL, model_dir
+
+FILES = {"50 lines": ("textwrap.py", 50), "2000 lines": ("argparse.py", 2000)}
+
+
+def _doc(name: str, lines: int) -> str:
+    text = (Path(sysconfig.get_paths()["stdlib"]) / name).read_text()
+    return "\n".join(text.split("\n")[:lines])
+
+
+def _region(text: str, chars: int) -> tuple[str, str, str]:
+    """(before, typed, after): the typed region is the last `chars` characters of code lines
+    ending near the end of the file, so the prompt is long on the long file."""
+    lines = text.split("\n")
+    end = len(lines) - 3
+    start = end
+    while start > 0 and sum(len(r) + 1 for r in lines[start:end]) < chars:
+        start -= 1
+    before = "\n".join(lines[:start]) + "\n"
+    typed = "\n".join(lines[start:end])[:chars]
+    after = text[len(before) + len(typed) :]
+    return before, typed, after
+
+
+def _gaps(typed: str, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    gaps = []
+    for ch in typed:
+        gap = rng.lognormvariate(-2.0, 0.4)  # median ~135 ms: a steady typist
+        if ch == "\n":
+            gap += rng.uniform(0.3, 0.9)  # reading the line back, thinking about the next
+        gaps.append(gap)
+    return gaps
+
+
+def _position(text: str) -> types.Position:
+    lines = text.split("\n")
+    return types.Position(len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2)
+
+
+async def replay(label: str, text: str, fast_mode: bool, chars: int, seed: int) -> dict[str, Any]:
+    root = model_dir(DEFAULT_MODEL)
+    client = DemoClient()
+    home = tempfile.mkdtemp(prefix="fastcomplete-typing-")
+    await client.start_io(
+        sys.executable, "-m", "lsp_server.cli", "serve", env={"FASTCOMPLETE_HOME": home}
+    )
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=client_capabilities(),
+            initialization_options={
+                "fastMode": fast_mode,
+                "fastModelPath": str(root / "fast"),
+                "standardModelPath": str(root / "standard"),
+            },
+        )
+    )
+    client.initialized(types.InitializedParams())
+    while not (await client.command("fastcomplete.stats"))["modelsReady"]:
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(1.0)  # both models loaded
+    uri = "file:///bench/typed.py"
+    before, typed, after = _region(text, chars)
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=1, text=before + after
+            )
+        )
+    )
+    await asyncio.sleep(2.0)  # an editor is open a moment before the first key
+    current = before
+    sent: dict[str, float] = {}
+    latencies: list[float] = []
+    outcomes = {"requests": 0, "answered": 0, "empty": 0, "cancelled": 0}
+    pending: list[asyncio.Future] = []
+    last_id: str | None = None
+
+    def done(msg_id: str, fut: Any) -> None:
+        try:
+            result = fut.result()
+        except Exception:
+            outcomes["cancelled"] += 1
+            return
+        if result is not None and result.items:
+            outcomes["answered"] += 1
+            latencies.append((time.perf_counter() - sent[msg_id]) * 1000)
+        else:
+            outcomes["empty"] += 1
+
+    for i, (ch, gap) in enumerate(zip(typed, _gaps(typed, seed), strict=True)):
+        pos = _position(current)
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=i + 2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=ch)
+                ],
+            )
+        )
+        current += ch
+        if last_id is not None:
+            client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=last_id))
+        msg_id = f"req-{i}"
+        params = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=_position(current),
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Automatic
+            ),
+        )
+        sent[msg_id] = time.perf_counter()
+        fut = client.protocol.send_request(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id
+        )
+        fut.add_done_callback(lambda f, m=msg_id: done(m, f))
+        pending.append(asyncio.wrap_future(fut))
+        outcomes["requests"] += 1
+        last_id = msg_id
+        await asyncio.sleep(gap)
+    await asyncio.gather(*pending, return_exceptions=True)
+    stats = await client.command("fastcomplete.stats")
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    model = "smollm2-135m/fast" if fast_mode else "smollm2-135m/standard"
+    m = stats["models"].get(model, {})
+    lat = sorted(latencies)
+    return {
+        "file": label,
+        "fast_mode": fast_mode,
+        **outcomes,
+        "server_stale_dropped": stats["server"].get("stale_dropped", 0),
+        "latency_p50_ms": round(statistics.median(lat), 1) if lat else None,
+        "latency_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 1) if lat else None,
+        "ttft_p50_ms": m.get("ttft_ms", {}).get("p50") and round(m["ttft_ms"]["p50"], 1),
+        "kv_reuse_share": m.get("kv_reuse_share") and round(m["kv_reuse_share"], 3),
+        "prompt_tokens": m.get("prompt_tokens"),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chars", type=int, default=240, help="characters typed per run")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", type=Path, default=Path("bench/results/typing.json"))
+    args = parser.parse_args()
+    rows = []
+    for fast_mode in (True, False):
+        for label, (name, lines) in FILES.items():
+            row = asyncio.run(replay(label, _doc(name, lines), fast_mode, args.chars, args.seed))
+            rows.append(row)
+            print(f"done: {label}, fast mode {'on' if fast_mode else 'off'}", file=sys.stderr)
+    cols = [
+        "file",
+        "fast_mode",
+        "requests",
+        "answered",
+        "empty",
+        "cancelled",
+        "server_stale_dropped",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "ttft_p50_ms",
+        "kv_reuse_share",
+    ]
+    print("\ntyping replay (each key: didChange + inlineCompletion, previous request cancelled)\n")
+    print(" | ".join(cols))
+    for row in rows:
+        print(" | ".join(str(row[c]) for c in cols))
+    fast = {r["file"]: r for r in rows if r["fast_mode"]}
+    if fast["50 lines"]["latency_p50_ms"] and fast["2000 lines"]["latency_p50_ms"]:
+        ratio = fast["2000 lines"]["latency_p50_ms"] / fast["50 lines"]["latency_p50_ms"]
+        print(f"\nfast mode p50, 2000-line / 50-line file: {ratio:.2f} (target <= 1.5)")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"chars": args.chars, "rows": rows}, indent=2))
+    print(f"written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
