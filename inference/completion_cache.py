@@ -84,6 +84,8 @@ class CompletionCache:
             self._give_up(f"completion cache write failed ({exc}); running without it")
 
     def _remember(self, key: str, value: Any) -> None:
+        if self._memory_items <= 0:
+            return
         with self._lock:
             self._memory[key] = value
             self._memory.move_to_end(key)

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from inference.completion_cache import CompletionCache, cache_key
 from inference.generate import Finish, Generation, GenerationConfig, GenerationResult
+from inference.healing import heal
 from inference.kv_cache import PoolConfig
 from inference.metrics import Metrics
 from inference.model import Model, ModelLoadError, load_model_dir
@@ -36,6 +37,7 @@ class EngineConfig:
     pool: PoolConfig = PoolConfig()
     cache_dir: Path | None = field(default_factory=lambda: fastcomplete_home() / "cache")
     cache_bytes: int = 64 << 20
+    cache_memory_items: int = 512  # 0: no in-memory layer (benchmarks that must not hit it)
     breaker_threshold: int = 3
     breaker_cooldown_s: float = 30.0
 
@@ -75,7 +77,9 @@ class Engine:
             config.breaker_threshold,
             config.breaker_cooldown_s,
         )
-        self.cache = CompletionCache(config.cache_dir, config.cache_bytes)
+        self.cache = CompletionCache(
+            config.cache_dir, config.cache_bytes, config.cache_memory_items
+        )
 
     def load(self, variant: str) -> Model:
         """Load a model now (the server does this in the background after initialize)."""
@@ -84,12 +88,12 @@ class Engine:
         except NoModel as exc:
             raise ModelLoadError(str(exc)) from exc
 
-    def tokenizer(self, fast_mode: bool = True):
-        """The tokenizer of the model that would serve a completion (both share one when built here)."""
+    def completion_model(self, fast_mode: bool = True) -> Model | None:
+        """The loaded model that would serve a completion, for its tokenizer and FIM template."""
         for variant in (FAST, STANDARD) if fast_mode else (STANDARD, FAST):
             model = self.router.loaded(variant)
             if model is not None:
-                return model.tokenizer
+                return model
         return None
 
     def generate(
@@ -124,6 +128,9 @@ class Engine:
         pause: Callable[[], None] | None = None,
     ) -> EngineResult:
         ids = model.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        if config.heal and not config.constraint:
+            healed = heal(ids, model.tokenizer)
+            ids, config = healed.ids, replace(config, constraint=healed.prefix)
         mid = model.model_id
         self.metrics.count(mid, "requests")
         key = cache_key(mid, model.manifest.precision, ids, config.cache_key)
@@ -171,8 +178,7 @@ class Engine:
 
         Returns how many tokens were computed (0 when already cached). Not counted as a request.
         """
-        order = (FAST, STANDARD) if fast_mode else (STANDARD, FAST)
-        model = next((m for v in order if (m := self.router.loaded(v))), None)
+        model = self.completion_model(fast_mode)
         if model is None:
             return 0
         config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK)

@@ -17,7 +17,7 @@ import numpy as np
 
 from inference import lookup
 from inference.model import Model
-from inference.sampling import greedy, sample
+from inference.sampling import apply_allowed, greedy, sample
 
 # Long prompts are fed in chunks so cancel/deadline are honoured mid-prefill; 256 was also the
 # fastest chunk for a 1024-token prefill of the fast model here (1.54 s vs 1.66 s at 512, 1.94 s whole).
@@ -44,6 +44,8 @@ class GenerationConfig:
     deadline_s: float | None = None  # wall-clock budget from the start of the request
     draft_tokens: int = 0  # prompt-lookup drafts per step (greedy only); 0 turns it off
     prefill_chunk: int = PREFILL_CHUNK  # smaller for idle warm-ups, so a keystroke waits less
+    heal: bool = False  # back off a last token that ends inside a word (see inference/healing)
+    constraint: str = ""  # text the output must start with; it is not part of the result
 
     @property
     def cache_key(self) -> tuple:
@@ -55,6 +57,7 @@ class GenerationConfig:
             self.seed if self.temperature > 0 else 0,
             self.stop_strings,
             self.stop_at_newline,
+            self.constraint,
         )
 
 
@@ -184,8 +187,17 @@ class Generation:
             self._emitted += tail
             yield tail
 
+    def _remaining_constraint(self) -> str:
+        if not self.config.constraint:
+            return ""
+        done = self.model.tokenizer.decode(self.result.token_ids)
+        return self.config.constraint[len(done) :]
+
     def _choose(self, logits: np.ndarray) -> int:
         cfg = self.config
+        remaining = self._remaining_constraint()
+        if remaining:
+            logits = apply_allowed(logits, self.model.tokenizer.vocab_index.allowed(remaining))
         return sample(logits, cfg.temperature, cfg.top_p, self._rng)
 
     def _adapt(self, drafted: int, kept: int) -> None:
@@ -200,6 +212,8 @@ class Generation:
     def _drafts(self) -> list[int]:
         if self.config.draft_tokens <= 0 or self.config.temperature > 0:
             return []
+        if self._remaining_constraint():
+            return []  # drafts would bypass the constraint on the next tokens
         room = self.config.max_new_tokens - self.result.new_tokens - 1
         k = min(self._k, room)
         context = self.prompt + self.result.token_ids
@@ -216,7 +230,7 @@ class Generation:
         if token in self.model.eos_ids:
             raise _Stop(Finish.EOS)
         self.result.token_ids.append(token)
-        text = self.model.tokenizer.decode(self.result.token_ids)
+        text = self._text()
         cut = self._cut(text)
         if cut is not None:
             raise _Stop(cut)
@@ -238,8 +252,13 @@ class Generation:
             return Finish.STOP
         return None
 
-    def _final_text(self) -> str:
+    def _text(self) -> str:
+        """Generated text after the constraint (which the caller already has)."""
         text = self.model.tokenizer.decode(self.result.token_ids)
+        return text[len(self.config.constraint) :] if self.config.constraint else text
+
+    def _final_text(self) -> str:
+        text = self._text()
         cuts = [text.find(s) for s in self.config.stop_strings if s in text]
         if self.config.stop_at_newline and "\n" in text:
             cuts.append(text.index("\n"))

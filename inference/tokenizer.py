@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
@@ -35,3 +36,9 @@ class Tokenizer:
     def vocab_texts(self) -> list[str]:
         """Every token's decoded text, by id: used to constrain generation (token healing)."""
         return [self.token_text(i) for i in range(self.vocab_size)]
+
+    @cached_property
+    def vocab_index(self):
+        from inference.healing import VocabIndex
+
+        return VocabIndex(self)

@@ -142,6 +142,31 @@ def _demo(args: argparse.Namespace) -> int:
     return demo_main()
 
 
+def _eval(args: argparse.Namespace) -> int:
+    from inference.engine import Engine, EngineConfig
+    from lsp_server.evaluation import (
+        ABLATIONS,
+        collect_cases,
+        default_roots,
+        print_report,
+        run_eval,
+    )
+
+    roots = [args.path] if args.path else default_roots()
+    cases = collect_cases(roots, args.language, args.n, args.seed)
+    if not cases:
+        print(f"fastcomplete: error: no source files found under {roots}", file=sys.stderr)
+        return EXIT_ERROR
+    ablations = ABLATIONS if args.ablations else {"full pipeline": ABLATIONS["full pipeline"]}
+    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
+    report = run_eval(engine, cases, ablations)
+    print_report(report, len(cases))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"cases": len(cases), "report": report}, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from models.paths import DEFAULT_MODEL
 
@@ -173,6 +198,15 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     srv.add_argument("--verbose", action="store_true", help="debug logging to stderr")
     srv.set_defaults(func=_serve)
+
+    e = sub.add_parser("eval", help="line-completion benchmark on a source tree")
+    e.add_argument("path", nargs="?", type=Path, help="default: the Python standard library")
+    e.add_argument("--language", help="only this language id (python, typescript, go, ...)")
+    e.add_argument("--n", type=int, default=60, help="cursor positions")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--ablations", action="store_true", help="also without context/healing/post")
+    e.add_argument("--json", type=Path, help="write the figures here too")
+    e.set_defaults(func=_eval)
 
     d = sub.add_parser("demo", help="an LSP client session against `fastcomplete serve`")
     d.set_defaults(func=_demo)

@@ -1,33 +1,55 @@
-"""From a document and a cursor to a completion plan, and from model text to what the editor shows.
-
-Plain functions, no LSP objects: the handlers in `server.py` only translate.
-"""
+"""The completion pipeline shared by the server and `fastcomplete eval`, as plain functions:
+document + cursor -> context and settings (`plan_completion`) -> engine -> post-processing and a
+syntax check (`run_completion`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
+from inference.engine import Engine, EngineResult
 from inference.generate import GenerationConfig
+from inference.router import Task
+from lsp_server.context import Snippet, build_context, window_start
 from lsp_server.positions import offset_at
+from lsp_server.postprocess import MINIMAL, RULES, Site, postprocess
 from lsp_server.settings import Settings
+from lsp_server.syntax import syntax_issues
+from models.manifest import FimTemplate
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
-# The prompt window starts on a multiple of this many lines, so while the user types the prompt's
-# start (and the KV cache behind it) stays put instead of sliding one line per keystroke.
-WINDOW_STEP_LINES = 64
-CHARS_PER_TOKEN = 3  # conservative for code; the engine refuses nothing, this only bounds work
+CHARS_PER_TOKEN = 3  # only when no tokenizer is loaded yet
 SINGLE_LINE_DEADLINE_S = 1.5
 MULTI_LINE_DEADLINE_S = 4.0
 DRAFT_TOKENS = 8
 
 
 @dataclass(frozen=True)
+class PipelineOptions:
+    """Switches for the eval's ablations; the server runs with everything on."""
+
+    context: bool = True  # tree-sitter context builder; False: the raw prefix window only
+    heal: bool = True
+    postprocess: bool = True
+    syntax_check: bool = True
+
+
+@dataclass(frozen=True)
 class CompletionPlan:
     prompt: str
     config: GenerationConfig
-    single_line: bool
-    line_prefix: str  # text of the cursor's line before the cursor
-    line_suffix: str  # text of the cursor's line after the cursor
+    site: Site
+    offset: int
+
+
+@dataclass
+class Completion:
+    text: str  # what the editor shows ("" for nothing)
+    result: EngineResult | None
+    syntax_rejected: bool = False  # a completion was dropped because it broke the syntax
+    retried_on_standard: bool = False
 
 
 def is_single_line(line_prefix: str, line_suffix: str, multiline: str) -> bool:
@@ -42,44 +64,96 @@ def is_single_line(line_prefix: str, line_suffix: str, multiline: str) -> bool:
     return not (not stripped or stripped.endswith(BLOCK_OPENERS))
 
 
-def window_start(lines: list[str], cursor_line: int, budget_chars: int) -> int:
-    """First line of the prompt: a coarse step back from the cursor that fits the budget."""
-    start = cursor_line - cursor_line % WINDOW_STEP_LINES
-    used = sum(len(row) + 1 for row in lines[start : cursor_line + 1])
-    while start > 0:
-        step = lines[max(0, start - WINDOW_STEP_LINES) : start]
-        cost = sum(len(row) + 1 for row in step)
-        if used + cost > budget_chars:
-            break
-        used += cost
-        start = max(0, start - WINDOW_STEP_LINES)
-    return start
-
-
-def plan_completion(text: str, line: int, character: int, settings: Settings) -> CompletionPlan:
+def plan_completion(
+    text: str,
+    line: int,
+    character: int,
+    settings: Settings,
+    *,
+    language_id: str = "",
+    path: str = "",
+    count_tokens: Callable[[str], int] | None = None,
+    snippets: Sequence[Snippet] = (),
+    fim: FimTemplate | None = None,
+    options: PipelineOptions = PipelineOptions(),
+) -> CompletionPlan:
     """Raises PositionError for a position outside the document."""
     offset = offset_at(text, line, character)
-    lines = text.split("\n")
-    line_prefix = text[sum(len(row) + 1 for row in lines[:line]) : offset]
-    line_suffix = lines[line][len(line_prefix) :].removesuffix("\r")
-    start_line = window_start(lines, line, settings.contextTokens * CHARS_PER_TOKEN)
-    prompt_start = sum(len(row) + 1 for row in lines[:start_line])
-    single = is_single_line(line_prefix, line_suffix, settings.multiline)
+    line_prefix = text[:offset].rsplit("\n", 1)[-1]
+    line_suffix = text[offset:].split("\n", 1)[0].removesuffix("\r")
+    count = count_tokens or (lambda s: len(s) // CHARS_PER_TOKEN)
+    if options.context:
+        ctx = build_context(
+            text,
+            offset,
+            line,
+            language_id=language_id,
+            path=path,
+            budget_tokens=settings.contextTokens,
+            count_tokens=count,
+            snippets=snippets,
+            fim=fim,
+        )
+        prompt, in_string = ctx.prompt, ctx.in_string_or_comment
+    else:
+        lines = text[:offset].split("\n")
+        start = window_start(lines, line, settings.contextTokens, count)
+        prompt, in_string = "\n".join(lines[start:]), False
+    single = is_single_line(line_prefix, line_suffix, settings.multiline) or (
+        in_string and settings.multiline == "auto"
+    )
+    inside_word = bool(line_prefix) and (line_prefix[-1].isalnum() or line_prefix[-1] == "_")
     config = GenerationConfig(
         max_new_tokens=settings.maxTokens,
         stop_at_newline=single,
         stop_strings=() if single else ("\n\n\n",),
         deadline_s=SINGLE_LINE_DEADLINE_S if single else MULTI_LINE_DEADLINE_S,
         draft_tokens=DRAFT_TOKENS,
+        heal=options.heal and inside_word,
     )
-    return CompletionPlan(text[prompt_start:offset], config, single, line_prefix, line_suffix)
+    return CompletionPlan(prompt, config, Site(line_prefix, line_suffix, single), offset)
 
 
-def clean_completion(text: str, plan: CompletionPlan) -> str:
-    """The minimum the editor needs: no trailing blank space, nothing if there is no content."""
-    text = "\n".join(row.rstrip() for row in text.split("\n")).rstrip()
-    suffix = plan.line_suffix.strip()
-    if suffix and text.endswith(suffix):
-        # The model re-typed what is already right of the cursor (closing brackets, quotes).
-        text = text[: -len(suffix)].rstrip()
-    return text if text.strip() else ""
+def adds_syntax_errors(text: str, offset: int, insert: str, language_id: str) -> bool:
+    before = syntax_issues(language_id, text)
+    if before is None:
+        return False  # no grammar: nothing to check against
+    after = syntax_issues(language_id, text[:offset] + insert + text[offset:])
+    return len(after or []) > len(before)
+
+
+def run_completion(
+    engine: Engine,
+    plan: CompletionPlan,
+    text: str,
+    language_id: str,
+    *,
+    fast_mode: bool,
+    cancel: threading.Event,
+    options: PipelineOptions = PipelineOptions(),
+) -> Completion:
+    """Generate, post-process and check one completion (on a worker thread)."""
+    started = time.perf_counter()
+    rules = RULES if options.postprocess else MINIMAL
+    result = engine.generate(
+        Task.COMPLETION, plan.prompt, plan.config, fast_mode=fast_mode, cancel=cancel
+    )
+    shown = postprocess(result.text, plan.site, rules)
+    if not shown or not options.syntax_check:
+        return Completion(shown, result)
+    if not adds_syntax_errors(text, plan.offset, shown, language_id):
+        return Completion(shown, result)
+    # Broken syntax: one try on the standard model while the time budget allows.
+    left = (plan.config.deadline_s or 0) - (time.perf_counter() - started)
+    if result.variant == "fast" and left > 0.2 and not cancel.is_set():
+        retry = engine.generate(
+            Task.COMPLETION,
+            plan.prompt,
+            replace(plan.config, deadline_s=left),
+            fast_mode=False,
+            cancel=cancel,
+        )
+        again = postprocess(retry.text, plan.site, rules)
+        if again and not adds_syntax_errors(text, plan.offset, again, language_id):
+            return Completion(again, retry, syntax_rejected=True, retried_on_standard=True)
+    return Completion("", result, syntax_rejected=True)

@@ -1,7 +1,8 @@
 """The pygls language server: thin handlers that translate LSP to the plain functions beside them.
 
-Data flows one way: LSP request -> context (completion.plan_completion) -> prompt -> engine (on a
-worker thread, cancellable) -> post-process (completion.clean_completion) -> LSP response.
+Data flows one way: LSP request -> context and prompt (completion.plan_completion) -> engine on a
+worker thread, cancellable -> post-process and syntax check (completion.run_completion) -> LSP
+response.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import contextvars
 import functools
 import logging
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,8 @@ from inference.generate import Finish
 from inference.model import ModelLoadError
 from inference.router import FAST, STANDARD, RoutingError, Task
 from lsp_server import __version__
-from lsp_server.completion import clean_completion, plan_completion
+from lsp_server.completion import Completion, CompletionPlan, plan_completion, run_completion
+from lsp_server.context import Snippet
 from lsp_server.positions import PositionError, offset_at
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
@@ -37,6 +39,7 @@ from lsp_server.prompts import (
 )
 from lsp_server.scheduler import Gate, LatestWins
 from lsp_server.settings import Settings, merge
+from lsp_server.snippets import pick_snippets
 from lsp_server.syntax import syntax_issues
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,8 @@ CMD_STATS = "fastcomplete.stats"
 CMD_ACCEPTED = "fastcomplete.accepted"
 COMMANDS = [CMD_EXPLAIN, CMD_REFACTOR, CMD_TOGGLE, CMD_STATS, CMD_ACCEPTED]
 WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
+RECENT_DOCS = 8  # other open/edited documents that may lend snippets to the prompt
+SNIPPET_SHARE = 5  # at most 1/5 of the prompt budget goes to other files' snippets
 
 # The JSON-RPC id of the request being handled; lets executeCommand handlers be cancelled.
 REQUEST_ID: contextvars.ContextVar[Any] = contextvars.ContextVar("request_id", default=None)
@@ -86,6 +91,8 @@ class FastcompleteServer(LanguageServer):
         # Model work: completions, warm-ups and one chat task can run side by side.
         self.model_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="model")
         self.command_cancels: dict[Any, threading.Event] = {}
+        self.recent: OrderedDict[str, None] = OrderedDict()  # most recently used last
+        self._snippets: dict[tuple, list[Snippet]] = {}
         self._shown: set[str] = set()
         self._background: set[asyncio.Task] = set()
 
@@ -178,6 +185,64 @@ class FastcompleteServer(LanguageServer):
             raise JsonRpcInvalidParams(f"unknown document {uri}: send textDocument/didOpen first")
         return doc
 
+    def touch(self, uri: str) -> None:
+        self.recent[uri] = None
+        self.recent.move_to_end(uri)
+        while len(self.recent) > RECENT_DOCS:
+            self.recent.popitem(last=False)
+
+    def snippets_for(self, doc: Any, line: int) -> list[Snippet]:
+        """Snippets from other recent documents, chosen once per 64-line block of the cursor so
+        that the prompt's start stays put while the user types (KV reuse)."""
+        others = {
+            u: d
+            for u in self.recent
+            if u != doc.uri and (d := self.workspace.text_documents.get(u))
+        }
+        if not others:
+            return []
+        block = line // 64
+        key = (doc.uri, block, tuple((u, d.version) for u, d in others.items()))
+        if key not in self._snippets:
+            if len(self._snippets) > 64:
+                self._snippets.clear()
+            lines = doc.source.split("\n")
+            query = "\n".join(lines[block * 64 : block * 64 + 64])
+            budget = self.settings.contextTokens * 3 // SNIPPET_SHARE
+            paths = {u: _short_path(u) for u in others}
+            picked = pick_snippets(query, {paths[u]: d.source for u, d in others.items()}, budget)
+            self._snippets[key] = picked
+        return self._snippets[key]
+
+    def plan(self, doc: Any, position: types.Position) -> CompletionPlan:
+        """Raises PositionError. Runs on a worker thread: parsing and token counting."""
+        model = self.engine.completion_model(self.settings.fastMode) if self.engine else None
+        tokenizer = model.tokenizer if model else None
+        return plan_completion(
+            doc.source,
+            position.line,
+            position.character,
+            self.settings,
+            language_id=doc.language_id or "",
+            path=_short_path(doc.uri),
+            count_tokens=(lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None,
+            snippets=self.snippets_for(doc, position.line),
+            fim=model.manifest.fim if model else None,
+        )
+
+    def plan_and_run(
+        self, doc: Any, position: types.Position, cancel: threading.Event
+    ) -> Completion:
+        plan = self.plan(doc, position)
+        return run_completion(
+            self.engine,
+            plan,
+            doc.source,
+            doc.language_id or "",
+            fast_mode=self.settings.fastMode,
+            cancel=cancel,
+        )
+
     async def complete(self, uri: str, position: types.Position) -> tuple[str, EngineResult] | None:
         """The completion at `position`, or None (disabled, not ready, superseded, empty)."""
         self.counts["requests"] += 1
@@ -188,11 +253,6 @@ class FastcompleteServer(LanguageServer):
         if not self.models_ready.is_set() or self.engine is None:
             self.counts["not_ready"] += 1
             return None
-        try:
-            plan = plan_completion(doc.source, position.line, position.character, self.settings)
-        except PositionError as exc:
-            self.counts["bad_position"] += 1
-            raise JsonRpcInvalidParams(f"{uri}: {exc}") from exc
         self.warmups.cancel(uri)
         version = doc.version
         ticket = self.latest.begin(uri)
@@ -202,14 +262,10 @@ class FastcompleteServer(LanguageServer):
                 self.counts["stale_dropped"] += 1
                 return None
             with self.gate.foreground():
-                result = await self.in_model_thread(
-                    self.engine.generate,
-                    Task.COMPLETION,
-                    plan.prompt,
-                    plan.config,
-                    fast_mode=self.settings.fastMode,
-                    cancel=ticket.cancel,
-                )
+                done = await self.in_model_thread(self.plan_and_run, doc, position, ticket.cancel)
+        except PositionError as exc:
+            self.counts["bad_position"] += 1
+            raise JsonRpcInvalidParams(f"{uri}: {exc}") from exc
         except asyncio.CancelledError:
             ticket.cancel.set()  # the worker thread stops at its next forward pass
             self.counts["cancelled"] += 1
@@ -220,19 +276,21 @@ class FastcompleteServer(LanguageServer):
             return None
         finally:
             self.latest.finish(ticket)
-        if result.finish is Finish.CANCELLED:
+        result = done.result
+        self.counts["quality_fallbacks"] += done.syntax_rejected
+        self.counts["standard_retries"] += done.retried_on_standard
+        if result is not None and result.finish is Finish.CANCELLED:
             self.counts["cancelled"] += 1
             return None
         if ticket.cancel.is_set() or self.document(uri).version != version:
             self.counts["stale_dropped"] += 1  # the document moved on while we generated
             return None
-        self.counts["cache_hits"] += result.cached
-        text = clean_completion(result.text, plan)
-        if not text:
+        self.counts["cache_hits"] += bool(result and result.cached)
+        if not done.text:
             self.counts["empty"] += 1
             return None
         self.counts["answered"] += 1
-        return text, result
+        return done.text, result
 
     def inline_items(
         self, uri: str, position: types.Position, text: str, result: EngineResult
@@ -266,7 +324,7 @@ class FastcompleteServer(LanguageServer):
                 return
             if not self.settings.enabled_for(doc.language_id or ""):
                 return
-            plan = plan_completion(doc.source, line, character, self.settings)
+            plan = await self.in_model_thread(self.plan, doc, types.Position(line, character))
             if plan.prompt.strip():
                 await self.in_model_thread(
                     self.engine.warm,
@@ -399,10 +457,12 @@ def register(server: FastcompleteServer) -> None:
     def did_open(ls: FastcompleteServer, params: types.DidOpenTextDocumentParams) -> None:
         # The whole document's prefix is what any cursor's prompt starts with: warm it.
         lines = params.text_document.text.split("\n")
+        ls.touch(params.text_document.uri)
         ls.schedule_warm(params.text_document.uri, len(lines) - 1, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: FastcompleteServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.touch(params.text_document.uri)
         last = params.content_changes[-1] if params.content_changes else None
         if isinstance(last, types.TextDocumentContentChangePartial):
             end = last.range.start
@@ -414,6 +474,7 @@ def register(server: FastcompleteServer) -> None:
     def did_close(ls: FastcompleteServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.latest.cancel(params.text_document.uri)
         ls.warmups.cancel(params.text_document.uri)
+        ls.recent.pop(params.text_document.uri, None)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(
@@ -553,6 +614,12 @@ def refactor_verdict(
         issue = after[0]
         return f"it would add syntax errors (first at line {issue.line + 1}, column {issue.column + 1})"
     return None
+
+
+def _short_path(uri: str) -> str:
+    """The last parts of a document's path: what the prompt names the file by."""
+    path = uri.split("://", 1)[-1]
+    return "/".join(path.rstrip("/").split("/")[-3:])
 
 
 def _range_json(rng: types.Range) -> dict[str, Any]:

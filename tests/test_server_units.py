@@ -11,14 +11,10 @@ from lsprotocol import types
 
 from inference.generate import Finish, Generation, GenerationConfig
 from inference.model import load_model_dir
-from lsp_server.completion import (
-    WINDOW_STEP_LINES,
-    clean_completion,
-    is_single_line,
-    plan_completion,
-    window_start,
-)
+from lsp_server.completion import is_single_line, plan_completion
+from lsp_server.context import WINDOW_STEP_LINES, window_start
 from lsp_server.positions import PositionError, offset_at, utf16_to_index
+from lsp_server.postprocess import postprocess
 from lsp_server.prompts import extract_code
 from lsp_server.scheduler import Gate, LatestWins
 from lsp_server.server import refactor_verdict
@@ -68,21 +64,24 @@ def test_single_or_multi_line(prefix: str, suffix: str, mode: str, single: bool)
 
 def test_window_start_moves_in_coarse_steps() -> None:
     lines = ["x = 1"] * 5000
-    starts = {window_start(lines, cursor, 3000) for cursor in range(3000, 3060)}
-    assert len(starts) <= 2  # 60 keystrokes' worth of lines: the prompt start barely moves
+    starts = {window_start(lines, cursor, 1000, len) for cursor in range(3000, 3060)}
+    assert len(starts) <= 2  # 60 lines typed: the prompt start barely moves
     assert all(start % WINDOW_STEP_LINES == 0 for start in starts)
-    assert window_start(lines, 10, 10_000) == 0
+    assert window_start(lines, 10, 10_000, len) == 0
 
 
 def test_plan_and_clean() -> None:
     text = "def add(a, b):\n    return (a + b)\n"
-    plan = plan_completion(text, 1, 15, Settings())
-    assert plan.prompt == "def add(a, b):\n    return (a +"
-    assert plan.single_line and plan.line_suffix == " b)"
-    assert clean_completion(" b)  \n", plan) == ""  # only what is already there: nothing
-    assert clean_completion(" c + b)", plan) == " c +"
+    plan = plan_completion(text, 1, 15, Settings(), language_id="python", path="pkg/add.py")
+    assert plan.prompt == "# pkg/add.py\ndef add(a, b):\n    return (a +"
+    assert plan.site.single_line and plan.site.line_suffix == " b)"
+    assert not plan.config.heal  # the cursor is not inside a word
+    assert postprocess(" b)  \n", plan.site) == ""  # only what is already there: nothing
+    assert postprocess(" c + b)", plan.site) == " c +"
     block = plan_completion(text, 0, 14, Settings())
-    assert not block.single_line and block.config.stop_strings == ("\n\n\n",)
+    assert not block.site.single_line and block.config.stop_strings == ("\n\n\n",)
+    inside = plan_completion("x = pri", 0, 7, Settings())
+    assert inside.config.heal
 
 
 def test_extract_code_and_refactor_verdicts() -> None:

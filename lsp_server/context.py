@@ -1,0 +1,198 @@
+"""The prompt for a completion: what the model sees of the file, within a token budget.
+
+Order, most stable first so consecutive keystrokes keep the same prompt start (and KV cache):
+snippets from other open files, the file's path, imports the window does not show, signatures of
+the enclosing definitions the window does not show, then the window: the prefix from a line that
+moves back only in 64-line steps. Bodies of unrelated definitions above the window are what is
+left out. A model with a FIM template also gets the text after the cursor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from lsp_server.syntax import parse
+from models.manifest import FimTemplate
+
+WINDOW_STEP_LINES = 64
+COMMENT = {"python": "#", "ruby": "#", "shellscript": "#", "yaml": "#", "toml": "#", "r": "#"}
+C_LIKE = (
+    "//",
+    (
+        "javascript",
+        "javascriptreact",
+        "typescript",
+        "typescriptreact",
+        "go",
+        "rust",
+        "c",
+        "cpp",
+        "java",
+        "kotlin",
+        "swift",
+        "csharp",
+        "php",
+        "scala",
+        "dart",
+    ),
+)
+IMPORT_NODES = {
+    "import_statement",
+    "import_from_statement",
+    "future_import_statement",
+    "import_declaration",
+    "use_declaration",
+    "extern_crate_declaration",
+}
+DEFINITION_NODES = {
+    "function_definition",
+    "class_definition",
+    "decorated_definition",
+    "function_declaration",
+    "generator_function_declaration",
+    "class_declaration",
+    "method_definition",
+    "method_declaration",
+    "interface_declaration",
+    "function_item",
+    "impl_item",
+    "trait_item",
+    "mod_item",
+    "struct_item",
+    "enum_item",
+    "type_declaration",
+}
+STRINGLIKE = ("string", "comment", "template_string", "raw_string_literal", "interpreted_string")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Context:
+    prompt: str
+    window_start_line: int
+    in_string_or_comment: bool
+
+
+def comment_marker(language_id: str) -> str | None:
+    if language_id in COMMENT:
+        return COMMENT[language_id]
+    return C_LIKE[0] if language_id in C_LIKE[1] else None
+
+
+def window_start(
+    lines: list[str], cursor_line: int, budget: int, cost: Callable[[str], int]
+) -> int:
+    """First line of the window: coarse steps back from the cursor while the budget allows."""
+    start = cursor_line - cursor_line % WINDOW_STEP_LINES
+    used = cost("\n".join(lines[start : cursor_line + 1]))
+    while start > 0:
+        step_start = max(0, start - WINDOW_STEP_LINES)
+        step = cost("\n".join(lines[step_start:start]))
+        if used + step > budget:
+            break
+        used += step
+        start = step_start
+    return start
+
+
+def _outside_window(root: Node, window_offset: int, cursor: int, source: bytes):
+    """Imports before the window, and headers of definitions enclosing the cursor that start
+    before the window."""
+    imports = [
+        source[n.start_byte : n.end_byte].decode("utf-8", "replace")
+        for n in root.children
+        if n.type in IMPORT_NODES and n.end_byte <= window_offset
+    ]
+    headers = []
+    node = root
+    while True:
+        child = next(
+            (
+                c
+                for c in node.children
+                if c.start_byte <= cursor <= c.end_byte and c.end_byte > c.start_byte
+            ),
+            None,
+        )
+        if child is None:
+            break
+        if child.type in DEFINITION_NODES and child.start_byte < window_offset:
+            line_end = source.find(b"\n", child.start_byte)
+            header = source[child.start_byte : line_end if line_end >= 0 else child.end_byte]
+            headers.append(header.decode("utf-8", "replace").rstrip())
+        node = child
+    return imports, headers
+
+
+def _in_string_or_comment(root: Node, cursor: int, line_prefix: str) -> bool:
+    node = root.descendant_for_byte_range(max(cursor - 1, 0), max(cursor - 1, 0))
+    while node is not None:
+        if any(kind in node.type for kind in STRINGLIKE):
+            return True
+        node = node.parent
+    # A string still being typed has no end yet; tree-sitter recovers it as an ERROR node, so
+    # fall back to quote parity on the line.
+    line = line_prefix.replace("\\\\", "").replace('\\"', "").replace("\\'", "")
+    return line.count('"') % 2 == 1 or line.count("'") % 2 == 1
+
+
+def build_context(
+    text: str,
+    offset: int,
+    cursor_line: int,
+    *,
+    language_id: str,
+    path: str,
+    budget_tokens: int,
+    count_tokens: Callable[[str], int],
+    snippets: Sequence[Snippet] = (),
+    fim: FimTemplate | None = None,
+    with_header: bool = True,
+) -> Context:
+    lines = text[:offset].split("\n")
+    marker = comment_marker(language_id)
+    parts: list[str] = []
+    for snip in snippets:
+        body = (
+            snip.text
+            if marker is None
+            else "\n".join(f"{marker} {r}" for r in snip.text.split("\n"))
+        )
+        parts.append(f"{marker or ''} {snip.path}\n{body}\n".lstrip() if marker else f"{body}\n")
+    if with_header and marker is not None and path:
+        parts.append(f"{marker} {path}\n")
+    fixed = "".join(parts)
+    tree = parse(language_id, text)
+    source = text.encode("utf-8")
+    cursor_byte = len(text[:offset].encode("utf-8"))
+    budget = budget_tokens - count_tokens(fixed)
+    suffix = ""
+    if fim is not None:
+        suffix = text[offset:][: max(0, budget // 4) * 3]
+        budget -= count_tokens(suffix)
+    start = window_start(lines, cursor_line, budget, count_tokens)
+    window_offset = sum(len(r) + 1 for r in lines[:start])
+    if tree is not None and start > 0:
+        window_byte = len(text[:window_offset].encode("utf-8"))
+        # Trailing whitespace at the cursor lies outside every node: look from the last code.
+        probe = max(len(text[:offset].rstrip().encode("utf-8")) - 1, 0)
+        imports, headers = _outside_window(tree.root_node, window_byte, probe, source)
+        outside = "".join(f"{s}\n" for s in [*imports, *headers])
+        if outside and count_tokens(outside) < budget // 4:
+            fixed += outside
+    window = text[window_offset:offset]
+    line_prefix = lines[-1]
+    in_string = tree is not None and _in_string_or_comment(tree.root_node, cursor_byte, line_prefix)
+    if fim is not None:
+        prompt = f"{fim.prefix}{fixed}{window}{fim.suffix}{suffix}{fim.middle}"
+    else:
+        prompt = fixed + window
+    return Context(prompt, start, in_string)

@@ -1,0 +1,119 @@
+"""The context builder on real tree-sitter parses, healing, and other-file snippets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inference.healing import heal
+from inference.tokenizer import Tokenizer
+from lsp_server.context import build_context
+from lsp_server.snippets import pick_snippets
+from models.manifest import FimTemplate
+
+LONG = (
+    "import os\nfrom pathlib import Path\n\n\n"
+    + "".join(f"def helper_{i}(x):\n    return x + {i}\n\n\n" for i in range(60))
+    + "class Store:\n    def __init__(self, root):\n        self.root = root\n\n"
+    + "".join(f"    def m{i}(self):\n        return {i}\n\n" for i in range(40))
+    + "    def save(self, name):\n        path = os.path.join(self.root, name)\n        "
+)
+
+
+def _ctx(text: str, budget: int, **kw: object):
+    line = text.count("\n")
+    return build_context(
+        text,
+        len(text),
+        line,
+        language_id=kw.pop("language_id", "python"),
+        path="pkg/store.py",
+        budget_tokens=budget,
+        count_tokens=lambda s: len(s) // 3,
+        **kw,
+    )
+
+
+def test_long_file_keeps_path_imports_and_enclosing_signatures() -> None:
+    ctx = _ctx(LONG, budget=300)
+    assert ctx.window_start_line > 0
+    assert ctx.prompt.startswith("# pkg/store.py\nimport os\nfrom pathlib import Path\n")
+    assert "class Store:\n" in ctx.prompt  # the enclosing class, although its start is cut off
+    assert "def helper_3" not in ctx.prompt  # bodies of unrelated definitions go first
+    assert ctx.prompt.endswith("path = os.path.join(self.root, name)\n        ")
+
+
+def test_short_file_is_the_whole_prefix() -> None:
+    text = "import os\n\ndef f():\n    return os.sep"
+    ctx = _ctx(text, budget=1000)
+    assert ctx.prompt == "# pkg/store.py\n" + text and ctx.window_start_line == 0
+
+
+def test_prompt_start_is_stable_while_typing() -> None:
+    typed = "if not os.path.exists(path):\n            return None"
+    prompts = [_ctx(LONG + typed[:i], budget=300).prompt for i in range(len(typed))]
+    first_lines = {p.split("\n", 6)[5] for p in prompts}
+    assert len(first_lines) == 1  # every keystroke extends the same prompt: KV reuse
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "marker"),
+    [
+        ("go", 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.', "//"),
+        ("rust", "use std::fs;\n\nfn main() {\n    let x = fs::", "//"),
+        ("typescript", "import { a } from './a';\nconst b: number = a.", "//"),
+        ("typescriptreact", "const App = () => <div>{", "//"),
+        ("javascript", "const fs = require('fs');\nfs.", "//"),
+        ("plaintext", "some notes\nmore", None),
+    ],
+)
+def test_languages(language: str, text: str, marker: str | None) -> None:
+    ctx = _ctx(text, budget=1000, language_id=language)
+    expected_head = f"{marker} pkg/store.py\n" if marker else ""
+    assert ctx.prompt == expected_head + text
+
+
+def test_strings_and_comments_are_detected() -> None:
+    assert _ctx('x = "hello wor', budget=100).in_string_or_comment
+    assert _ctx("x = 1  # a comm", budget=100).in_string_or_comment
+    assert not _ctx("x = foo(", budget=100).in_string_or_comment
+
+
+def test_fim_template_puts_the_suffix_in() -> None:
+    text = "def f():\n    return 1\n"
+    fim = FimTemplate("<fim_prefix>", "<fim_suffix>", "<fim_middle>")
+    ctx = build_context(
+        text,
+        9,
+        1,
+        language_id="python",
+        path="a.py",
+        budget_tokens=200,
+        count_tokens=len,
+        fim=fim,
+    )
+    assert ctx.prompt == "<fim_prefix># a.py\ndef f():\n<fim_suffix>    return 1\n<fim_middle>"
+
+
+def test_snippets_come_first_and_pick_related_code() -> None:
+    others = {
+        "lib/store_utils.py": "def store_path(root, name):\n    return os.path.join(root, name)\n",
+        "lib/unrelated.py": "def paint(canvas, colour):\n    canvas.fill(colour)\n",
+    }
+    picked = pick_snippets("path = os.path.join(self.root, name)", others, budget_chars=500)
+    assert [s.path for s in picked] == ["lib/store_utils.py"]
+    ctx = _ctx("x = store_", budget=500, snippets=picked)
+    assert ctx.prompt.startswith("# lib/store_utils.py\n# def store_path(root, name):\n")
+    assert ctx.prompt.endswith("# pkg/store.py\nx = store_")
+    assert pick_snippets("x", others, budget_chars=500) == []
+
+
+def test_healing_backs_off_a_word_fragment(real_model: Path) -> None:
+    tok = Tokenizer(real_model / "fast" / "tokenizer.json")
+    healed = heal(tok.encode("for x in items:\n    pri"), tok)
+    assert healed.prefix == " pri"
+    assert tok.decode(healed.ids) == "for x in items:\n   "
+    allowed = {tok.token_text(i) for i in tok.vocab_index.allowed(" pri")}
+    assert " print" in allowed and " p" in allowed and " x" not in allowed
+    assert heal(tok.encode("foo("), tok).prefix == ""
