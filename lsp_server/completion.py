@@ -34,6 +34,7 @@ class PipelineOptions:
     heal: bool = True
     postprocess: bool = True
     syntax_check: bool = True
+    header: str = "comment"  # how the prompt names the file: "comment", "filename" or "none"
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ def plan_completion(
             count_tokens=count,
             snippets=snippets,
             fim=fim,
+            header=options.header,
         )
         prompt, in_string = ctx.prompt, ctx.in_string_or_comment
     else:

@@ -155,8 +155,10 @@ def build_context(
     count_tokens: Callable[[str], int],
     snippets: Sequence[Snippet] = (),
     fim: FimTemplate | None = None,
-    with_header: bool = True,
+    header: str = "comment",
 ) -> Context:
+    """`header`: how the file's path is given: "comment" (`# pkg/mod.py`), "filename" (the
+    `<filename>` token StarCoder-style training data uses) or "none"."""
     lines = text[:offset].split("\n")
     marker = comment_marker(language_id)
     parts: list[str] = []
@@ -167,8 +169,10 @@ def build_context(
             else "\n".join(f"{marker} {r}" for r in snip.text.split("\n"))
         )
         parts.append(f"{marker or ''} {snip.path}\n{body}\n".lstrip() if marker else f"{body}\n")
-    if with_header and marker is not None and path:
+    if header == "comment" and marker is not None and path:
         parts.append(f"{marker} {path}\n")
+    elif header == "filename" and path:
+        parts.append(f"<filename>{path}\n")
     fixed = "".join(parts)
     tree = parse(language_id, text)
     source = text.encode("utf-8")

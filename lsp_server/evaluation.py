@@ -44,6 +44,8 @@ ABLATIONS = {
     "raw prefix (no context builder)": PipelineOptions(context=False),
     "no token healing": PipelineOptions(heal=False),
     "no post-processing": PipelineOptions(postprocess=False, syntax_check=False),
+    "path as <filename> token": PipelineOptions(header="filename"),
+    "no path": PipelineOptions(header="none"),
 }
 
 

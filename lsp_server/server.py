@@ -14,6 +14,7 @@ import logging
 import threading
 from collections import Counter, OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,15 @@ class Protocol(LanguageServerProtocol):
             if event is not None:
                 event.set()
         super()._handle_cancel_notification(msg_id)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A document as it was when a request arrived: worker threads never see later edits."""
+
+    uri: str
+    text: str
+    language_id: str
 
 
 class FastcompleteServer(LanguageServer):
@@ -191,54 +201,50 @@ class FastcompleteServer(LanguageServer):
         while len(self.recent) > RECENT_DOCS:
             self.recent.popitem(last=False)
 
-    def snippets_for(self, doc: Any, line: int) -> list[Snippet]:
+    def snippets_for(self, uri: str, text: str, line: int) -> list[Snippet]:
         """Snippets from other recent documents, chosen once per 64-line block of the cursor so
         that the prompt's start stays put while the user types (KV reuse)."""
         others = {
-            u: d
-            for u in self.recent
-            if u != doc.uri and (d := self.workspace.text_documents.get(u))
+            u: d for u in self.recent if u != uri and (d := self.workspace.text_documents.get(u))
         }
         if not others:
             return []
         block = line // 64
-        key = (doc.uri, block, tuple((u, d.version) for u, d in others.items()))
+        key = (uri, block, tuple((u, d.version) for u, d in others.items()))
         if key not in self._snippets:
             if len(self._snippets) > 64:
                 self._snippets.clear()
-            lines = doc.source.split("\n")
-            query = "\n".join(lines[block * 64 : block * 64 + 64])
+            query = "\n".join(text.split("\n")[block * 64 : block * 64 + 64])
             budget = self.settings.contextTokens * 3 // SNIPPET_SHARE
-            paths = {u: _short_path(u) for u in others}
-            picked = pick_snippets(query, {paths[u]: d.source for u, d in others.items()}, budget)
-            self._snippets[key] = picked
+            sources = {_short_path(u): d.source for u, d in others.items()}
+            self._snippets[key] = pick_snippets(query, sources, budget)
         return self._snippets[key]
 
-    def plan(self, doc: Any, position: types.Position) -> CompletionPlan:
+    def plan(self, snap: Snapshot, position: types.Position) -> CompletionPlan:
         """Raises PositionError. Runs on a worker thread: parsing and token counting."""
         model = self.engine.completion_model(self.settings.fastMode) if self.engine else None
         tokenizer = model.tokenizer if model else None
         return plan_completion(
-            doc.source,
+            snap.text,
             position.line,
             position.character,
             self.settings,
-            language_id=doc.language_id or "",
-            path=_short_path(doc.uri),
+            language_id=snap.language_id,
+            path=_short_path(snap.uri),
             count_tokens=(lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None,
-            snippets=self.snippets_for(doc, position.line),
+            snippets=self.snippets_for(snap.uri, snap.text, position.line),
             fim=model.manifest.fim if model else None,
         )
 
     def plan_and_run(
-        self, doc: Any, position: types.Position, cancel: threading.Event
+        self, snap: Snapshot, position: types.Position, cancel: threading.Event
     ) -> Completion:
-        plan = self.plan(doc, position)
+        plan = self.plan(snap, position)
         return run_completion(
             self.engine,
             plan,
-            doc.source,
-            doc.language_id or "",
+            snap.text,
+            snap.language_id,
             fast_mode=self.settings.fastMode,
             cancel=cancel,
         )
@@ -262,7 +268,8 @@ class FastcompleteServer(LanguageServer):
                 self.counts["stale_dropped"] += 1
                 return None
             with self.gate.foreground():
-                done = await self.in_model_thread(self.plan_and_run, doc, position, ticket.cancel)
+                snap = Snapshot(uri, doc.source, doc.language_id or "")
+                done = await self.in_model_thread(self.plan_and_run, snap, position, ticket.cancel)
         except PositionError as exc:
             self.counts["bad_position"] += 1
             raise JsonRpcInvalidParams(f"{uri}: {exc}") from exc
@@ -324,7 +331,8 @@ class FastcompleteServer(LanguageServer):
                 return
             if not self.settings.enabled_for(doc.language_id or ""):
                 return
-            plan = await self.in_model_thread(self.plan, doc, types.Position(line, character))
+            snap = Snapshot(uri, doc.source, doc.language_id or "")
+            plan = await self.in_model_thread(self.plan, snap, types.Position(line, character))
             if plan.prompt.strip():
                 await self.in_model_thread(
                     self.engine.warm,
