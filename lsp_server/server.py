@@ -55,8 +55,10 @@ WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed the
 RECENT_DOCS = 8  # other open/edited documents that may lend snippets to the prompt
 SNIPPET_SHARE = 5  # at most 1/5 of the prompt budget goes to other files' snippets
 
-# The JSON-RPC id of the request being handled; lets executeCommand handlers be cancelled.
+# The JSON-RPC id and params of the request being handled: lets executeCommand handlers be
+# cancelled, and stream into a progress token the client chose (`workDoneToken`).
 REQUEST_ID: contextvars.ContextVar[Any] = contextvars.ContextVar("request_id", default=None)
+REQUEST_PARAMS: contextvars.ContextVar[Any] = contextvars.ContextVar("request_params", default=None)
 
 
 class Protocol(LanguageServerProtocol):
@@ -64,10 +66,12 @@ class Protocol(LanguageServerProtocol):
 
     def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
         token = REQUEST_ID.set(msg_id)
+        params_token = REQUEST_PARAMS.set(params)
         try:
             super()._handle_request(msg_id, method_name, params)
         finally:
             REQUEST_ID.reset(token)
+            REQUEST_PARAMS.reset(params_token)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         server = self._server
@@ -381,12 +385,14 @@ class FastcompleteServer(LanguageServer):
         msg_id = REQUEST_ID.get()
         cancel = threading.Event()
         self.command_cancels[msg_id] = cancel
-        token = f"fastcomplete/{task.value}/{msg_id}"
-        progress = self._supports_progress()
+        client_token = getattr(REQUEST_PARAMS.get(), "work_done_token", None)
+        token = client_token or f"fastcomplete/{task.value}/{msg_id}"
+        progress = client_token is not None or self._supports_progress()
         loop = asyncio.get_running_loop()
         if progress:
             try:
-                await self.work_done_progress.create_async(token)
+                if client_token is None:
+                    await self.work_done_progress.create_async(token)
                 self.work_done_progress.begin(
                     token, types.WorkDoneProgressBegin(title=title, cancellable=True)
                 )

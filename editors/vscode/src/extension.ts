@@ -1,0 +1,139 @@
+// The VS Code client: starts `fastcomplete serve`, lets VS Code's LSP 3.18 support drive inline
+// completions, and adds a status bar item, Explain Selection, Toggle Fast Mode and Show Stats.
+import * as vscode from "vscode";
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+  WorkDoneProgress,
+} from "vscode-languageclient/node";
+import { explanationPage, serverCommand, settingsFrom, statusText } from "./logic";
+
+let client: LanguageClient | undefined;
+let status: vscode.StatusBarItem | undefined;
+let fastMode = true;
+let lastLatency: number | undefined;
+
+const EXPLAIN_SCHEME = "fastcomplete-explain";
+const pages = new Map<string, string>();
+const pageChanged = new vscode.EventEmitter<vscode.Uri>();
+
+function config(): vscode.WorkspaceConfiguration {
+  return vscode.workspace.getConfiguration("fastcomplete");
+}
+
+function refreshStatus(): void {
+  if (status) {
+    status.text = statusText(fastMode, lastLatency);
+    status.tooltip = "fastcomplete: click to switch between the fast and the standard model";
+  }
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const settings = settingsFrom((key) => config().get(key));
+  fastMode = settings.fastMode !== false;
+  const { command, args } = serverCommand(config().get<string>("serverPath"));
+  const serverOptions: ServerOptions = { command, args };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
+    initializationOptions: settings,
+    synchronize: { configurationSection: "fastcomplete" },
+    middleware: {
+      provideInlineCompletionItems: async (document, position, ctx, token, next) => {
+        const started = Date.now();
+        const result = await next(document, position, ctx, token);
+        const items = Array.isArray(result) ? result : result?.items;
+        if (items && items.length > 0) {
+          lastLatency = Date.now() - started;
+          refreshStatus();
+        }
+        return result;
+      },
+    },
+  };
+  client = new LanguageClient("fastcomplete", "fastcomplete", serverOptions, clientOptions);
+
+  status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  status.command = "fastcomplete.toggleFastModeClient";
+  refreshStatus();
+  status.show();
+
+  context.subscriptions.push(
+    status,
+    vscode.workspace.registerTextDocumentContentProvider(EXPLAIN_SCHEME, {
+      onDidChange: pageChanged.event,
+      provideTextDocumentContent: (uri) => pages.get(uri.toString()) ?? "",
+    }),
+    vscode.commands.registerCommand("fastcomplete.toggleFastModeClient", toggleFastMode),
+    vscode.commands.registerCommand("fastcomplete.explainSelection", explainSelection),
+    vscode.commands.registerCommand("fastcomplete.showStats", showStats),
+  );
+  await client.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+  client = undefined;
+}
+
+async function run(command: string, args: unknown[], workDoneToken?: string): Promise<any> {
+  if (!client) {
+    throw new Error("fastcomplete: the server is not running");
+  }
+  return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args, workDoneToken });
+}
+
+export async function toggleFastMode(): Promise<boolean> {
+  const result = await run("fastcomplete.toggleFastMode", []);
+  fastMode = Boolean(result.fastMode);
+  lastLatency = undefined;
+  await config().update("fastMode", fastMode, vscode.ConfigurationTarget.Global);
+  refreshStatus();
+  return fastMode;
+}
+
+export async function showStats(): Promise<void> {
+  const stats = await run("fastcomplete.stats", []);
+  const doc = await vscode.workspace.openTextDocument({
+    language: "json",
+    content: JSON.stringify(stats, null, 2),
+  });
+  await vscode.window.showTextDocument(doc, { preview: true });
+}
+
+/** Explain the selection: a markdown view that fills in while the explanation streams. */
+export async function explainSelection(): Promise<string | undefined> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || !client || editor.selection.isEmpty) {
+    vscode.window.showInformationMessage("fastcomplete: select some code to explain");
+    return undefined;
+  }
+  const code = editor.document.getText(editor.selection);
+  const language = editor.document.languageId;
+  const token = `fastcomplete-explain-${Date.now()}`;
+  const page = vscode.Uri.parse(`${EXPLAIN_SCHEME}:explanation-${Date.now()}.md`);
+  const show = (text: string, done: boolean) => {
+    pages.set(page.toString(), explanationPage(code, language, text, done));
+    pageChanged.fire(page);
+  };
+  show("", false);
+  await vscode.commands.executeCommand("markdown.showPreviewToSide", page);
+  const listener = client.onProgress(WorkDoneProgress.type, token, (value) => {
+    if (value.kind === "report" && value.message) {
+      show(value.message, false);
+    }
+  });
+  try {
+    const range = client.code2ProtocolConverter.asRange(editor.selection);
+    const result = await run(
+      "fastcomplete.explain",
+      [{ uri: editor.document.uri.toString(), range }],
+      token,
+    );
+    show(result.markdown, true);
+    return result.markdown;
+  } finally {
+    listener.dispose();
+  }
+}
