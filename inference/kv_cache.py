@@ -52,6 +52,10 @@ class KVSlot:
             self.past = [np.ascontiguousarray(p[:, :, :n, :]) for p in self.past]
 
 
+# Waiting for a held slot pays when it holds this many more of the prompt than any free one.
+WAIT_FOR_TOKENS = 32
+
+
 @dataclass(frozen=True)
 class PoolConfig:
     budget_bytes: int = 768 << 20
@@ -67,7 +71,7 @@ class KVPool:
         self.shared_buffers = shared_buffers
         self.config = config
         self.slots: list[KVSlot] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
 
     @property
     def slot_bytes(self) -> int:
@@ -84,14 +88,29 @@ class KVPool:
             return len(self.slots) * self.slot_bytes
         return sum(len(s) * self.spec.kv_bytes_per_token for s in self.slots)
 
-    def lease(self, prompt: list[int]) -> tuple[KVSlot, int]:
-        """A free slot and how many leading prompt tokens it already holds."""
+    def lease(self, prompt: list[int], wait_s: float = 1.0) -> tuple[KVSlot, int]:
+        """A free slot and how many leading prompt tokens it already holds.
+
+        When the slot with the most of this prompt is still held (typically by the request this
+        one superseded, which stops within one step once cancelled), wait for it rather than
+        recompute the prefix elsewhere: that recomputation is what makes typing feel slow.
+        """
+        deadline = time.monotonic() + wait_s
         with self._lock:
-            free = [s for s in self.slots if not s.leased]
-            # Longest shared prefix first; among equals, the least recently used is sacrificed.
-            ranked = sorted(free, key=lambda s: (-common_prefix(s.tokens, prompt), s.last_used))
-            best = ranked[0] if ranked else None
-            reused = common_prefix(best.tokens, prompt) if best else 0
+            while True:
+                held = max(
+                    (common_prefix(s.tokens, prompt) for s in self.slots if s.leased), default=0
+                )
+                free = [s for s in self.slots if not s.leased]
+                # Longest shared prefix first; among equals, the least recently used is sacrificed.
+                ranked = sorted(free, key=lambda s: (-common_prefix(s.tokens, prompt), s.last_used))
+                best = ranked[0] if ranked else None
+                reused = common_prefix(best.tokens, prompt) if best else 0
+                left = deadline - time.monotonic()
+                if held > reused + WAIT_FOR_TOKENS and left > 0:
+                    self._lock.wait(left)
+                    continue
+                break
             if reused == 0 and len(self.slots) < self.max_slots:
                 best = self._new_slot()
             elif best is None:
@@ -108,6 +127,7 @@ class KVPool:
             slot.leased = False
             slot.last_used = time.monotonic()
             self._evict_over_budget()
+            self._lock.notify_all()
 
     def clear(self) -> None:
         with self._lock:

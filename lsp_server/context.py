@@ -103,28 +103,30 @@ def window_start(
     return start
 
 
-def _outside_window(root: Node, window_offset: int, cursor: int, source: bytes):
-    """Imports before the window, and headers of definitions enclosing the cursor that start
-    before the window."""
+def _outside_window(language_id: str, before_window: str) -> tuple[list[str], list[str]]:
+    """Imports above the window, and the first lines of the definitions still open where the
+    window starts (the enclosing class/function of the code in the window).
+
+    Only the text above the window is parsed: what the user types below cannot change it, so
+    this part of the prompt (and the KV cache behind it) stays put while they type.
+    """
+    tree = parse(language_id, before_window)
+    if tree is None:
+        return [], []
+    source = before_window.encode("utf-8")
+    root = tree.root_node
     imports = [
         source[n.start_byte : n.end_byte].decode("utf-8", "replace")
         for n in root.children
-        if n.type in IMPORT_NODES and n.end_byte <= window_offset
+        if n.type in IMPORT_NODES
     ]
     headers = []
-    node = root
+    node, end = root, max(len(source.rstrip()) - 1, 0)
     while True:
-        child = next(
-            (
-                c
-                for c in node.children
-                if c.start_byte <= cursor <= c.end_byte and c.end_byte > c.start_byte
-            ),
-            None,
-        )
+        child = next((c for c in node.children if c.start_byte <= end < c.end_byte), None)
         if child is None:
             break
-        if child.type in DEFINITION_NODES and child.start_byte < window_offset:
+        if child.type in DEFINITION_NODES:
             line_end = source.find(b"\n", child.start_byte)
             header = source[child.start_byte : line_end if line_end >= 0 else child.end_byte]
             headers.append(header.decode("utf-8", "replace").rstrip())
@@ -175,7 +177,6 @@ def build_context(
         parts.append(f"<filename>{path}\n")
     fixed = "".join(parts)
     tree = parse(language_id, text)
-    source = text.encode("utf-8")
     cursor_byte = len(text[:offset].encode("utf-8"))
     budget = budget_tokens - count_tokens(fixed)
     suffix = ""
@@ -185,10 +186,7 @@ def build_context(
     start = window_start(lines, cursor_line, budget, count_tokens)
     window_offset = sum(len(r) + 1 for r in lines[:start])
     if tree is not None and start > 0:
-        window_byte = len(text[:window_offset].encode("utf-8"))
-        # Trailing whitespace at the cursor lies outside every node: look from the last code.
-        probe = max(len(text[:offset].rstrip().encode("utf-8")) - 1, 0)
-        imports, headers = _outside_window(tree.root_node, window_byte, probe, source)
+        imports, headers = _outside_window(language_id, text[:window_offset])
         outside = "".join(f"{s}\n" for s in [*imports, *headers])
         if outside and count_tokens(outside) < budget // 4:
             fixed += outside
