@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 import pytest_lsp
@@ -212,3 +213,43 @@ async def test_non_ascii_positions_are_utf16(client: LanguageClient) -> None:
     assert result.items and result.items[0].range.start == types.Position(2, 12)
     with pytest.raises(JsonRpcException, match="past the end of the line"):
         await inline(client, uri, 2, 13)
+
+
+async def test_cancelling_explain_stops_the_generation(client: LanguageClient) -> None:
+    """pygls does not cancel executeCommand handlers; the server's own protocol class does."""
+    open_doc(client, URI, SOURCE)
+    selection = {"start": {"line": 0, "character": 0}, "end": {"line": 14, "character": 0}}
+    params = types.ExecuteCommandParams(
+        command="fastcomplete.explain", arguments=[{"uri": URI, "range": selection}]
+    )
+    started = asyncio.get_running_loop().time()
+    future = client.protocol.send_request(
+        types.WORKSPACE_EXECUTE_COMMAND, params, msg_id="explain-to-cancel"
+    )
+    await asyncio.sleep(0.8)  # the explanation is streaming by now
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="explain-to-cancel"))
+    with contextlib.suppress(JsonRpcException):  # the client is told -32800 at once...
+        await asyncio.wait_for(asyncio.wrap_future(future), timeout=10)
+    for _ in range(50):  # ...and the generation itself stops within a decode step
+        standard = (await command(client, "fastcomplete.stats"))["models"]["smollm2-135m/standard"]
+        if standard["cancels"]:
+            break
+        await asyncio.sleep(0.1)
+    assert standard["cancels"] == 1
+    assert standard["new_tokens"] < 320  # stopped well before the explanation's token limit
+    assert asyncio.get_running_loop().time() - started < 8
+
+
+async def test_opening_a_document_warms_the_kv_cache(client: LanguageClient) -> None:
+    open_doc(client, URI, SOURCE)
+    for _ in range(50):
+        stats = await command(client, "fastcomplete.stats")
+        if stats["events"].get("warmups"):
+            break
+        await asyncio.sleep(0.1)
+    assert stats["events"]["warmups"] >= 1 and stats["events"]["warmup_tokens"] > 50
+    await inline(client, URI, *_end(SOURCE))
+    fast = (await command(client, "fastcomplete.stats"))["models"]["smollm2-135m/fast"]
+    assert (
+        fast["reused_tokens"] >= fast["prompt_tokens"] - 10
+    )  # the first keystroke paid no prefill
