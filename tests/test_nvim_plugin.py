@@ -4,18 +4,15 @@ toggle fast mode, explain into a floating window, health check."""
 from __future__ import annotations
 
 import sys
-import sysconfig
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.lsp.helpers import REAL, SERVER_HOME
+from tests.nvim_helpers import GHOST, headless_nvim, wait_for
 
 pytestmark = pytest.mark.real_model
 
-pynvim = pytest.importorskip("pynvim")
-NVIM = Path(sysconfig.get_paths()["scripts"]) / "nvim"
 PLUGIN = Path(__file__).resolve().parent.parent / "editors" / "nvim"
 
 SETUP = """
@@ -34,14 +31,6 @@ if not client then return nil end
 local res = client:request_sync('workspace/executeCommand', {command = 'fastcomplete.stats'}, 5000)
 return res and res.result
 """
-GHOST = """
-local ns = vim.api.nvim_create_namespace('nvim.lsp.inline_completion')
-local texts = {}
-for _, m in ipairs(vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})) do
-  for _, chunk in ipairs(m[4].virt_text or {}) do table.insert(texts, chunk[1]) end
-end
-return table.concat(texts)
-"""
 FLOAT_TEXT = """
 for _, win in ipairs(vim.api.nvim_list_wins()) do
   if vim.api.nvim_win_get_config(win).relative ~= '' then
@@ -52,22 +41,10 @@ return ''
 """
 
 
-def _wait(fn, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := fn():
-            return value
-        time.sleep(0.1)
-    raise TimeoutError(f"gave up after {timeout} s")
-
-
 @pytest.fixture
 def nvim(tmp_path: Path, real_model: Path, monkeypatch: pytest.MonkeyPatch):
-    for kind in ("CONFIG", "DATA", "STATE", "CACHE"):
-        monkeypatch.setenv(f"XDG_{kind}_HOME", str(tmp_path / kind.lower()))
-    editor = pynvim.attach(
-        "child", argv=[str(NVIM), "--embed", "--headless", "-u", "NONE", "-i", "NONE", "-n"]
-    )
+    editors = headless_nvim(tmp_path, monkeypatch)
+    editor = next(editors)
     settings = {
         "fastModelPath": str(REAL / "fast"),
         "standardModelPath": str(REAL / "standard"),
@@ -77,7 +54,7 @@ def nvim(tmp_path: Path, real_model: Path, monkeypatch: pytest.MonkeyPatch):
         SETUP, str(PLUGIN), sys.executable, settings, {"FASTCOMPLETE_HOME": SERVER_HOME}
     )
     yield editor
-    editor.close()
+    editors.close()
 
 
 def _open(nvim, tmp_path: Path) -> None:
@@ -87,20 +64,20 @@ def _open(nvim, tmp_path: Path) -> None:
         '    """Area of a circle."""\n    return math.pi * radius'
     )
     nvim.command(f"edit {source}")  # FileType python: the plugin starts the server
-    _wait(lambda: (nvim.exec_lua(STATS) or {}).get("modelsReady"), timeout=120)
+    wait_for(lambda: (nvim.exec_lua(STATS) or {}).get("modelsReady"), timeout=120)
 
 
 def test_suggest_and_accept_with_the_accept_key(nvim, tmp_path: Path) -> None:
     _open(nvim, tmp_path)
     nvim.command("normal! G$")
     nvim.input("a")
-    ghost = _wait(lambda: nvim.exec_lua(GHOST), timeout=30)
+    ghost = wait_for(lambda: nvim.exec_lua(GHOST), timeout=30)
     before = nvim.current.buffer[-1]
     nvim.input("<Tab>")  # the plugin's accept key
-    _wait(lambda: nvim.current.buffer[-1] != before, timeout=10)
+    wait_for(lambda: nvim.current.buffer[-1] != before, timeout=10)
     assert nvim.current.buffer[-1].startswith(before)
     assert ghost.strip() in nvim.current.buffer[-1]
-    stats = _wait(lambda: (s := nvim.exec_lua(STATS)) and s["server"].get("accepted") and s)
+    stats = wait_for(lambda: (s := nvim.exec_lua(STATS)) and s["server"].get("accepted") and s)
     assert stats["server"]["accepted"] == 1
 
 
@@ -110,16 +87,16 @@ def test_accept_key_falls_through_without_a_suggestion(nvim, tmp_path: Path) -> 
     nvim.command("normal! Go")
     nvim.input("x<Esc>")  # leaves insert mode: no suggestion is shown any more
     nvim.input("o<Tab>y<Esc>")
-    _wait(lambda: nvim.current.buffer[-1] == "\ty", timeout=5)
+    wait_for(lambda: nvim.current.buffer[-1] == "\ty", timeout=5)
 
 
 def test_toggle_explain_and_health(nvim, tmp_path: Path) -> None:
     _open(nvim, tmp_path)
     nvim.command("FastcompleteToggleFast")
-    _wait(lambda: nvim.vars.get("fastcomplete_fast_mode") is False, timeout=10)
+    wait_for(lambda: nvim.vars.get("fastcomplete_fast_mode") is False, timeout=10)
     nvim.command("4,6FastcompleteExplain")
-    streamed = _wait(lambda: (t := nvim.exec_lua(FLOAT_TEXT)) not in ("", "…") and t, timeout=60)
-    final = _wait(
+    streamed = wait_for(lambda: (t := nvim.exec_lua(FLOAT_TEXT)) not in ("", "…") and t, timeout=60)
+    final = wait_for(
         lambda: (
             (t := nvim.exec_lua(FLOAT_TEXT))
             and len(t) > len(streamed) // 2
