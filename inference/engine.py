@@ -18,7 +18,8 @@ from inference.healing import heal
 from inference.kv_cache import PoolConfig
 from inference.metrics import Metrics
 from inference.model import Model, ModelLoadError, load_model_dir
-from inference.router import FAST, STANDARD, NoModel, Router, Task
+from inference.remote import RemoteConfig, RemoteModel
+from inference.router import FAST, REMOTE, STANDARD, NoModel, Router, Task
 from inference.session import SessionConfig
 from models.paths import DEFAULT_MODEL, fastcomplete_home, variant_dir
 
@@ -40,6 +41,7 @@ class EngineConfig:
     cache_memory_items: int = 512  # 0: no in-memory layer (benchmarks that must not hit it)
     breaker_threshold: int = 3
     breaker_cooldown_s: float = 30.0
+    remote: RemoteConfig | None = None  # an OpenAI-compatible server in front of `standard`
 
 
 @dataclass
@@ -71,11 +73,16 @@ class Engine:
             STANDARD: config.standard_dir or variant_dir(config.model_name, STANDARD),
         }
         self.model_dirs = dirs
-        self.router: Router[Model] = Router(
-            {v: _loader(d, config) for v, d in dirs.items()},
+        loaders: dict[str, Callable[[], Any]] = {v: _loader(d, config) for v, d in dirs.items()}
+        if config.remote is not None:
+            remote = RemoteModel(config.remote)
+            loaders[REMOTE] = lambda: remote
+        self.router: Router[Any] = Router(
+            loaders,
             self.metrics,
             config.breaker_threshold,
             config.breaker_cooldown_s,
+            remote_completions=bool(config.remote and config.remote.completions),
         )
         self.cache = CompletionCache(
             config.cache_dir, config.cache_bytes, config.cache_memory_items
@@ -106,11 +113,18 @@ class Engine:
         cancel: threading.Event | None = None,
         on_text: Callable[[str], None] | None = None,
         pause: Callable[[], None] | None = None,
+        messages: list[dict[str, str]] | None = None,
     ) -> EngineResult:
-        """Run one request. `on_text` receives the text so far (it restarts on a fallback)."""
+        """Run one request. `on_text` receives the text so far (it restarts on a fallback).
+
+        `messages` is the chat form of `prompt`, for a remote endpoint's chat API.
+        """
         cancel = cancel or threading.Event()
 
-        def work(model: Model, variant: str) -> EngineResult:
+        def work(model: Any, variant: str) -> EngineResult:
+            if isinstance(model, RemoteModel):
+                chat = messages or [{"role": "user", "content": str(prompt)}]
+                return self._generate_remote(model, chat, config, cancel, on_text)
             return self._generate_on(model, variant, prompt, config, cancel, on_text, pause)
 
         result, _, fallback = self.router.run(task, fast_mode, work)
@@ -156,6 +170,34 @@ class Engine:
             self.cache.put(key, {"text": res.text, "finish": res.finish.value})
         return EngineResult(res.text, variant, mid, res.finish, False, False, res)
 
+    def _generate_remote(
+        self,
+        model: RemoteModel,
+        chat: list[dict[str, str]],
+        config: GenerationConfig,
+        cancel: threading.Event,
+        on_text: Callable[[str], None] | None,
+    ) -> EngineResult:
+        mid = model.model_id
+        self.metrics.count(mid, "requests")
+        try:
+            res = model.generate(chat, config, cancel, on_text)
+        except Exception:
+            self.metrics.count(mid, "errors")
+            raise
+        if res.finish is Finish.CANCELLED:
+            self.metrics.count(mid, "cancels")
+        self.metrics.record_generation(
+            mid,
+            prompt_tokens=0,
+            reused_tokens=0,
+            new_tokens=res.completion_tokens,
+            ttft_s=res.ttft_s,
+            tpot_s=None,
+            total_s=res.total_s,
+        )
+        return EngineResult(res.text, REMOTE, mid, res.finish, False, False, None)
+
     def _record(self, model_id: str, res: GenerationResult) -> None:
         if res.finish is Finish.CANCELLED:
             self.metrics.count(model_id, "cancels")
@@ -196,6 +238,17 @@ class Engine:
         snap["kv_cache_bytes"] = {
             v: m.pool.bytes_used() for v in (FAST, STANDARD) if (m := self.router.loaded(v))
         }
+        remote = self.router.loaded(REMOTE)
+        if remote is not None:
+            usage = remote.usage
+            snap["remote"] = {
+                "model": remote.model_id,
+                "day": usage.day,
+                "tokens_today": usage.tokens,
+                "daily_quota": remote.config.daily_token_quota,
+                "requests": usage.requests,
+                "failed_attempts": usage.failures,
+            }
         return snap
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ M = TypeVar("M")
 
 FAST = "fast"
 STANDARD = "standard"
+REMOTE = "remote"
 
 
 class Task(str, Enum):
@@ -41,10 +42,14 @@ class NoModel(Exception):
     """Raised by a loader for a model that does not exist: skip it quietly, do not trip a breaker."""
 
 
-def preference(task: Task, fast_mode: bool) -> tuple[str, str]:
+def preference(task: Task, fast_mode: bool, remote_completions: bool = False) -> tuple[str, ...]:
+    """Models to try, in order. A remote model (when configured) stands in front of the local
+    standard model for chat tasks, and for completions when fast mode is off and the user asked."""
     if task is Task.COMPLETION and fast_mode:
         return (FAST, STANDARD)
-    return (STANDARD, FAST)
+    if task is Task.COMPLETION and not remote_completions:
+        return (STANDARD, FAST)
+    return (REMOTE, STANDARD, FAST)
 
 
 @dataclass
@@ -84,8 +89,10 @@ class Router(Generic[M]):
         threshold: int = 3,
         cooldown_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        remote_completions: bool = False,
     ) -> None:
         self._loaders = loaders
+        self.remote_completions = remote_completions
         self._models: dict[str, M] = {}
         self._load_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -105,7 +112,8 @@ class Router(Generic[M]):
 
     def run(self, task: Task, fast_mode: bool, work: Callable[[M, str], T]) -> tuple[T, str, bool]:
         """Run `work(model, variant)` on the first model that can serve; (result, variant, fallback)."""
-        order = [v for v in preference(task, fast_mode) if v in self._loaders]
+        wanted = preference(task, fast_mode, self.remote_completions)
+        order = [v for v in wanted if v in self._loaders]
         self.metrics.event(f"route.{task.value}.{order[0]}")
         errors: list[str] = []
         for position, variant in enumerate(order):

@@ -14,21 +14,27 @@ REFACTOR_CONFIG = GenerationConfig(max_new_tokens=512, stop_strings=("<|im_end|>
 FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.DOTALL)
 
 
-def chat(user: str) -> str:
-    return (
-        f"<|im_start|>system\n{SYSTEM}<|im_end|>\n"
-        f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
-    )
+Messages = list[dict[str, str]]
 
 
-def explain_prompt(code: str, language_id: str) -> str:
+def messages(user: str) -> Messages:
+    """Chat messages: sent as they are to a remote endpoint, rendered for the local model."""
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def render_chatml(chat: Messages) -> str:
+    turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in chat)
+    return turns + "<|im_start|>assistant\n"
+
+
+def explain_messages(code: str, language_id: str) -> Messages:
     lang = fence_name(language_id)
-    return chat(f"Explain what this {lang} code does.\n\n```{lang}\n{code}\n```")
+    return messages(f"Explain what this {lang} code does.\n\n```{lang}\n{code}\n```")
 
 
-def refactor_prompt(code: str, language_id: str) -> str:
+def refactor_messages(code: str, language_id: str) -> Messages:
     lang = fence_name(language_id)
-    return chat(
+    return messages(
         f"Rewrite this {lang} code to be clearer without changing what it does. "
         f"Reply with only the rewritten code in one ```{lang} block.\n\n```{lang}\n{code}\n```"
     )

@@ -26,7 +26,8 @@ from pygls.protocol import LanguageServerProtocol
 from inference.engine import Engine, EngineConfig, EngineResult
 from inference.generate import Finish
 from inference.model import ModelLoadError
-from inference.router import FAST, STANDARD, RoutingError, Task
+from inference.remote import RemoteConfig
+from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
 from lsp_server import __version__
 from lsp_server.completion import Completion, CompletionPlan, plan_completion, run_completion
 from lsp_server.context import Snippet
@@ -34,9 +35,11 @@ from lsp_server.positions import PositionError, offset_at
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
     REFACTOR_CONFIG,
-    explain_prompt,
+    Messages,
+    explain_messages,
     extract_code,
-    refactor_prompt,
+    refactor_messages,
+    render_chatml,
 )
 from lsp_server.scheduler import Gate, LatestWins
 from lsp_server.settings import Settings, merge
@@ -50,6 +53,7 @@ CMD_REFACTOR = "fastcomplete.refactor"
 CMD_TOGGLE = "fastcomplete.toggleFastMode"
 CMD_STATS = "fastcomplete.stats"
 CMD_ACCEPTED = "fastcomplete.accepted"
+CMD_DEBUG_DOCUMENT = "fastcomplete.debugDocument"  # the server's view of a document, for tests
 COMMANDS = [CMD_EXPLAIN, CMD_REFACTOR, CMD_TOGGLE, CMD_STATS, CMD_ACCEPTED]
 WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
 RECENT_DOCS = 8  # other open/edited documents that may lend snippets to the prompt
@@ -149,6 +153,7 @@ class FastcompleteServer(LanguageServer):
             EngineConfig(
                 fast_dir=Path(fast).expanduser() if fast else None,
                 standard_dir=Path(standard).expanduser() if standard else None,
+                remote=remote_config(self.settings.remote),
             )
         )
 
@@ -377,7 +382,7 @@ class FastcompleteServer(LanguageServer):
         return doc, doc.source[start:end], rng
 
     async def run_chat(
-        self, task: Task, prompt: str, config: Any, title: str
+        self, task: Task, chat: Messages, config: Any, title: str
     ) -> tuple[EngineResult, bool]:
         """A standard-model generation streamed as work-done progress; (result, cancelled)."""
         if self.engine is None or not self.models_ready.is_set():
@@ -414,18 +419,25 @@ class FastcompleteServer(LanguageServer):
             result = await self.in_model_thread(
                 self.engine.generate,
                 task,
-                prompt,
+                render_chatml(chat),
                 config,
                 fast_mode=self.settings.fastMode,
                 cancel=cancel,
                 on_text=stream,
                 pause=self.gate.pauser(cancel),
+                messages=chat,
             )
         finally:
             self.command_cancels.pop(msg_id, None)
             if progress:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd())
                 self.work_done_progress.tokens.pop(token, None)
+        if result.fallback and self.settings.remote and result.variant != REMOTE:
+            reason = self.engine.router.last_errors.get(REMOTE, "circuit open")
+            self.tell_once(
+                f"fastcomplete: the remote endpoint failed ({reason}); "
+                "using the local standard model"
+            )
         return result, result.finish is Finish.CANCELLED
 
 
@@ -550,9 +562,9 @@ def register(server: FastcompleteServer) -> None:
         doc, code, _ = ls.selection(list(args))
         if not code.strip():
             raise JsonRpcInvalidParams("nothing selected to explain")
-        prompt = explain_prompt(code, doc.language_id or "text")
+        chat = explain_messages(code, doc.language_id or "text")
         result, cancelled = await ls.run_chat(
-            Task.EXPLAIN, prompt, EXPLAIN_CONFIG, "fastcomplete: explaining"
+            Task.EXPLAIN, chat, EXPLAIN_CONFIG, "fastcomplete: explaining"
         )
         ls.counts["explains"] += 1
         return {"markdown": result.text, "model": result.model_id, "cancelled": cancelled}
@@ -565,7 +577,7 @@ def register(server: FastcompleteServer) -> None:
         language = doc.language_id or "text"
         result, cancelled = await ls.run_chat(
             Task.REFACTOR,
-            refactor_prompt(code, language),
+            refactor_messages(code, language),
             REFACTOR_CONFIG,
             "fastcomplete: rewriting",
         )
@@ -601,6 +613,15 @@ def register(server: FastcompleteServer) -> None:
             **engine,
         }
 
+    @server.command(CMD_DEBUG_DOCUMENT)
+    def debug_document(ls: FastcompleteServer, *args: Any) -> dict[str, Any]:
+        """What the server holds for a document (its text never leaves the machine)."""
+        uri = args[0].get("uri") if args and isinstance(args[0], dict) else None
+        if not isinstance(uri, str):
+            raise JsonRpcInvalidParams("expected arguments [{uri}]")
+        doc = ls.document(uri)
+        return {"text": doc.source, "version": doc.version, "languageId": doc.language_id}
+
     @server.command(CMD_ACCEPTED)
     def accepted(ls: FastcompleteServer, *args: Any) -> None:
         ls.counts["accepted"] += 1
@@ -628,6 +649,20 @@ def refactor_verdict(
         issue = after[0]
         return f"it would add syntax errors (first at line {issue.line + 1}, column {issue.column + 1})"
     return None
+
+
+def remote_config(raw: dict[str, Any] | None) -> RemoteConfig | None:
+    if not raw:
+        return None
+    return RemoteConfig(
+        url=raw["url"],
+        model=raw["model"],
+        api_key_env=raw.get("apiKeyEnv"),
+        timeout_s=raw.get("timeoutMs", 20_000) / 1000,
+        retries=raw.get("retries", 2),
+        daily_token_quota=raw.get("dailyTokenQuota", 200_000),
+        completions=raw.get("completions", False),
+    )
 
 
 def _short_path(uri: str) -> str:

@@ -24,6 +24,10 @@ class Settings:
     contextTokens: int = 1536
     fastModelPath: str | None = None
     standardModelPath: str | None = None
+    # An OpenAI-compatible server for explain/refactor (read at start-up): url, model,
+    # apiKeyEnv (the NAME of an environment variable), timeoutMs, retries, dailyTokenQuota,
+    # completions (also serve completions when fast mode is off).
+    remote: dict[str, Any] | None = None
 
     def enabled_for(self, language_id: str) -> bool:
         return self.enable and self.languages.get(language_id, True)
@@ -66,6 +70,40 @@ def _path(value: Any) -> str | None:
     raise ValueError("must be a folder path or null")
 
 
+REMOTE_KEYS = {
+    "url": str,
+    "model": str,
+    "apiKeyEnv": str,
+    "timeoutMs": int,
+    "retries": int,
+    "dailyTokenQuota": int,
+    "completions": bool,
+}
+
+
+def _remote(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError("must be an object with url and model")
+    if "apiKey" in value:
+        # Keys in settings files end up in dotfiles, backups and screenshots.
+        raise ValueError("put the key in an environment variable and name it in remote.apiKeyEnv")
+    for key, kind in REMOTE_KEYS.items():
+        if key in value and (
+            not isinstance(value[key], kind) or isinstance(value[key], bool) != (kind is bool)
+        ):
+            raise ValueError(f"remote.{key} must be a {kind.__name__}")
+    unknown = set(value) - REMOTE_KEYS.keys()
+    if unknown:
+        raise ValueError(f"unknown keys {sorted(unknown)}")
+    if not str(value.get("url", "")).startswith(("http://", "https://")):
+        raise ValueError("remote.url must be an http:// or https:// URL")
+    if not value.get("model"):
+        raise ValueError("remote.model is required")
+    return dict(value)
+
+
 VALIDATORS = {
     "fastMode": _bool,
     "enable": _bool,
@@ -76,6 +114,7 @@ VALIDATORS = {
     "contextTokens": _int_in(64, 8192),
     "fastModelPath": _path,
     "standardModelPath": _path,
+    "remote": _remote,
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from inference.engine import Engine, EngineConfig
 from inference.metrics import Metrics
-from inference.router import FAST, STANDARD, Router, RoutingError, Task, preference
+from inference.router import FAST, REMOTE, STANDARD, Router, RoutingError, Task, preference
 
 
 class Clock:
@@ -48,8 +48,10 @@ def _work(router: Router[str]):
 def test_preferences() -> None:
     assert preference(Task.COMPLETION, fast_mode=True) == (FAST, STANDARD)
     assert preference(Task.COMPLETION, fast_mode=False) == (STANDARD, FAST)
-    assert preference(Task.EXPLAIN, fast_mode=True)[0] == STANDARD
-    assert preference(Task.REFACTOR, fast_mode=True)[0] == STANDARD
+    # A remote endpoint, when configured, stands in front of the local standard model.
+    assert preference(Task.EXPLAIN, fast_mode=True) == (REMOTE, STANDARD, FAST)
+    assert preference(Task.REFACTOR, fast_mode=True) == (REMOTE, STANDARD, FAST)
+    assert preference(Task.COMPLETION, False, remote_completions=True) == (REMOTE, STANDARD, FAST)
 
 
 def test_fast_failure_falls_back_and_trips_the_breaker() -> None:

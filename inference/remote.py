@@ -1,0 +1,218 @@
+"""A remote standard model: any OpenAI-compatible server (vLLM, TGI, llama.cpp's server, Ollama,
+`transformers serve`), spoken to with the standard library only.
+
+Streaming chat completions (`/chat/completions`, server-sent events) with a cancel flag checked
+per chunk, timeouts, retries with exponential backoff before any text has arrived, and a daily
+token quota. The API key is read from the environment variable the settings name and never
+appears in a message or a log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from inference.generate import Finish, GenerationConfig
+
+
+class RemoteError(Exception):
+    """The remote endpoint failed: down, slow, an error status, or a malformed answer."""
+
+
+class QuotaExceeded(RemoteError):
+    """Today's remote token quota is used up."""
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    url: str  # the API base, e.g. http://127.0.0.1:8000/v1
+    model: str
+    api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
+    timeout_s: float = 20.0
+    retries: int = 2
+    backoff_s: float = 0.25
+    daily_token_quota: int = 200_000
+    completions: bool = False  # also serve completions (otherwise explain/refactor only)
+
+
+@dataclass
+class RemoteResult:
+    text: str
+    finish: Finish
+    completion_tokens: int
+    total_s: float
+    ttft_s: float | None
+
+
+@dataclass
+class Usage:
+    day: str = field(default_factory=lambda: date.today().isoformat())
+    tokens: int = 0
+    requests: int = 0
+    failures: int = 0
+
+
+class RemoteModel:
+    def __init__(self, config: RemoteConfig) -> None:
+        if not config.url.startswith(("http://", "https://")):
+            raise ValueError(f"remote.url must start with http:// or https://, got {config.url!r}")
+        self.config = config
+        self.usage = Usage()
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return f"remote/{self.config.model}"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        env = self.config.api_key_env
+        key = os.environ.get(env) if env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _spend(self, tokens: int) -> None:
+        with self._lock:
+            today = date.today().isoformat()
+            if self.usage.day != today:
+                self.usage = Usage(day=today)
+            self.usage.tokens += tokens
+
+    def _check_quota(self) -> None:
+        with self._lock:
+            if self.usage.day == date.today().isoformat() and (
+                self.usage.tokens >= self.config.daily_token_quota
+            ):
+                raise QuotaExceeded(
+                    f"remote token quota for today used up ({self.usage.tokens} tokens)"
+                )
+
+    def generate(
+        self,
+        messages: list[dict[str, str]],
+        config: GenerationConfig,
+        cancel: threading.Event,
+        on_text: Callable[[str], None] | None = None,
+    ) -> RemoteResult:
+        """Stream one chat completion; retries only while nothing has been received yet."""
+        self._check_quota()
+        body = {
+            "model": self.config.model,
+            "messages": messages,
+            "max_tokens": config.max_new_tokens,
+            "temperature": config.temperature,
+            "stream": True,
+        }
+        if config.stop_strings:
+            body["stop"] = list(config.stop_strings)[:4]
+        attempt, last = 0, None
+        while attempt <= self.config.retries:
+            if cancel.is_set():
+                return RemoteResult("", Finish.CANCELLED, 0, 0.0, None)
+            try:
+                result = self._stream(body, config, cancel, on_text)
+                with self._lock:
+                    self.usage.requests += 1
+                self._spend(result.completion_tokens)
+                return result
+            except _Retryable as exc:
+                last = exc.error
+                attempt += 1
+                with self._lock:
+                    self.usage.failures += 1
+                time.sleep(self.config.backoff_s * (2 ** (attempt - 1)))
+        raise last or RemoteError("remote endpoint failed")
+
+    def _stream(
+        self,
+        body: dict[str, Any],
+        config: GenerationConfig,
+        cancel: threading.Event,
+        on_text: Callable[[str], None] | None,
+    ) -> RemoteResult:
+        started = time.perf_counter()
+        url = self.config.url.rstrip("/") + "/chat/completions"
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers=self._headers(), method="POST"
+        )
+        timeout = min(self.config.timeout_s, config.deadline_s or self.config.timeout_s)
+        text, ttft, tokens, finish, complete = "", None, 0, Finish.LENGTH, False
+        try:
+            response = urllib.request.urlopen(request, timeout=timeout)
+        except urllib.error.HTTPError as exc:
+            error = RemoteError(f"remote endpoint answered HTTP {exc.code}")
+            raise _Retryable(error) if exc.code >= 500 or exc.code == 429 else error from exc
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise _Retryable(RemoteError(f"remote endpoint unreachable ({reason})")) from exc
+        with response:
+            try:
+                for raw in response:
+                    if cancel.is_set():
+                        return RemoteResult(
+                            text, Finish.CANCELLED, tokens, time.perf_counter() - started, ttft
+                        )
+                    if config.deadline_s and time.perf_counter() - started > config.deadline_s:
+                        return RemoteResult(
+                            text, Finish.DEADLINE, tokens, time.perf_counter() - started, ttft
+                        )
+                    line = raw.decode("utf-8", "replace").strip()
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        complete = True
+                        break
+                    chunk = _parse_chunk(payload)
+                    choice = (chunk.get("choices") or [{}])[0]
+                    piece = (choice.get("delta") or {}).get("content") or choice.get("text") or ""
+                    if piece:
+                        ttft = ttft if ttft is not None else time.perf_counter() - started
+                        text += piece
+                        tokens += 1
+                        if on_text:
+                            on_text(text)
+                    reason = choice.get("finish_reason")
+                    if reason:
+                        complete = True
+                        finish = Finish.EOS if reason == "stop" else Finish.LENGTH
+                    usage = chunk.get("usage") or {}
+                    tokens = int(usage.get("completion_tokens", tokens))
+            except (TimeoutError, ConnectionError, OSError) as exc:
+                if not text:
+                    raise _Retryable(RemoteError(f"remote stream broke ({exc})")) from exc
+                raise RemoteError(
+                    f"remote stream broke after {len(text)} characters ({exc})"
+                ) from exc
+        if not complete:
+            # A server that dies mid-answer closes the socket: iteration just ends.
+            raise RemoteError(f"remote stream ended early after {len(text)} characters")
+        for stop in config.stop_strings:
+            if stop in text:
+                text, finish = text[: text.index(stop)], Finish.STOP
+        return RemoteResult(text, finish, tokens, time.perf_counter() - started, ttft)
+
+
+class _Retryable(Exception):
+    def __init__(self, error: RemoteError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _parse_chunk(payload: str) -> dict[str, Any]:
+    try:
+        chunk = json.loads(payload)
+    except ValueError as exc:
+        raise RemoteError(f"remote endpoint sent malformed JSON ({payload[:60]!r})") from exc
+    if not isinstance(chunk, dict):
+        raise RemoteError("remote endpoint sent a chunk that is not a JSON object")
+    return chunk
