@@ -42,6 +42,7 @@ class EngineConfig:
     breaker_threshold: int = 3
     breaker_cooldown_s: float = 30.0
     remote: RemoteConfig | None = None  # an OpenAI-compatible server in front of `standard`
+    verify_hashes: bool = False  # sha256 of every model file at load time
 
 
 @dataclass
@@ -59,7 +60,7 @@ def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
     def load() -> Model:
         if not directory.exists():
             raise NoModel(f"not built: {directory} (run `fastcomplete models build`)")
-        return load_model_dir(directory, config.session, config.pool)
+        return load_model_dir(directory, config.session, config.pool, config.verify_hashes)
 
     return load
 

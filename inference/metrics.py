@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,15 @@ class Metrics:
         self._lock = threading.Lock()
         self._models: dict[str, ModelMetrics] = {}
         self.events: Counter = Counter()  # routing decisions, fallbacks, breaker trips, ...
+        # (kind, model, key, value) sinks, e.g. a Prometheus exporter; called outside the lock.
+        self._observers: list[Callable[[str, str, str, float], None]] = []
+
+    def add_observer(self, observer: Callable[[str, str, str, float], None]) -> None:
+        self._observers.append(observer)
+
+    def _notify(self, kind: str, model: str, key: str, value: float) -> None:
+        for observer in self._observers:
+            observer(kind, model, key, value)
 
     def _model(self, model_id: str) -> ModelMetrics:
         return self._models.setdefault(model_id, ModelMetrics())
@@ -73,10 +83,12 @@ class Metrics:
     def count(self, model_id: str, key: str, n: int = 1) -> None:
         with self._lock:
             self._model(model_id).counts[key] += n
+        self._notify("count", model_id, key, n)
 
     def event(self, key: str, n: int = 1) -> None:
         with self._lock:
             self.events[key] += n
+        self._notify("event", "", key, n)
 
     def record_generation(
         self,
@@ -106,6 +118,10 @@ class Metrics:
             if tpot_s is not None:
                 m.tpot_ms.add(tpot_s * 1000)
                 m.tokens_per_s.add(1.0 / tpot_s if tpot_s > 0 else 0.0)
+        if ttft_s is not None:
+            self._notify("ttft", model_id, "", ttft_s)
+        if tpot_s is not None:
+            self._notify("tpot", model_id, "", tpot_s)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:

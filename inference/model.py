@@ -51,12 +51,15 @@ def load_model_dir(
     directory: Path,
     session_config: SessionConfig = SessionConfig(),
     pool_config: PoolConfig = PoolConfig(),
+    verify_hashes: bool = False,
 ) -> Model:
+    """`verify_hashes`: check every file's sha256 (seconds for large models; the server does it
+    while loading in the background)."""
     try:
         manifest = read_manifest(directory)
     except ManifestError as exc:
         raise ModelLoadError(f"{exc}: run `fastcomplete models build`") from exc
-    problems = check_files(directory, manifest, hashes=False)  # sizes only: fast at start-up
+    problems = check_files(directory, manifest, hashes=verify_hashes)
     if problems:
         raise ModelLoadError(f"{problems[0]}: run `fastcomplete models build --force`")
     try:

@@ -119,20 +119,12 @@ def _complete(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import logging
-
+    from lsp_server.observability import setup_logging
     from lsp_server.server import serve
 
-    # stdout carries the protocol: logs go to stderr, which editors show as the server's log.
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:
-        # pygls logs every message body at INFO: that would put users' code in the log.
-        logging.getLogger("pygls").setLevel(logging.WARNING)
-    serve(tcp=args.tcp)
+    # stdout carries the protocol: logs go to stderr (the editor's log) and a rotating file.
+    setup_logging(args.verbose, args.log_file)
+    serve(tcp=args.tcp, metrics_port=args.metrics_port)
     return 0
 
 
@@ -196,7 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     srv = sub.add_parser("serve", help="run the language server (LSP over stdio)")
     srv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
-    srv.add_argument("--verbose", action="store_true", help="debug logging to stderr")
+    srv.add_argument("--verbose", action="store_true", help="debug logging (message bodies too)")
+    srv.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT")
+    srv.add_argument(
+        "--log-file", type=Path, help="JSON-lines log (default $FASTCOMPLETE_HOME/logs/server.log)"
+    )
     srv.set_defaults(func=_serve)
 
     e = sub.add_parser("eval", help="line-completion benchmark on a source tree")

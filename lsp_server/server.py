@@ -56,6 +56,8 @@ CMD_ACCEPTED = "fastcomplete.accepted"
 CMD_DEBUG_DOCUMENT = "fastcomplete.debugDocument"  # the server's view of a document, for tests
 COMMANDS = [CMD_EXPLAIN, CMD_REFACTOR, CMD_TOGGLE, CMD_STATS, CMD_ACCEPTED]
 WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
+LARGE_DOC_CHARS = 1 << 20  # beyond this, completions look at the text around the cursor only
+AROUND_BEFORE, AROUND_AFTER = 512 << 10, 64 << 10
 RECENT_DOCS = 8  # other open/edited documents that may lend snippets to the prompt
 SNIPPET_SHARE = 5  # at most 1/5 of the prompt budget goes to other files' snippets
 
@@ -95,6 +97,24 @@ class Snapshot:
     language_id: str
 
 
+def around_cursor(text: str, position: types.Position) -> tuple[str, types.Position]:
+    """For very large documents: the whole lines within a few hundred KB of the cursor, and the
+    cursor's position in that excerpt (parsing 10 MB per keystroke would stall completions)."""
+    lines = text.split("\n")
+    start = position.line
+    size = 0
+    while start > 0 and size < AROUND_BEFORE:
+        start -= 1
+        size += len(lines[start]) + 1
+    end = position.line + 1
+    size = 0
+    while end < len(lines) and size < AROUND_AFTER:
+        size += len(lines[end]) + 1
+        end += 1
+    excerpt = "\n".join(lines[start:end])
+    return excerpt, types.Position(position.line - start, position.character)
+
+
 class FastcompleteServer(LanguageServer):
     def __init__(self, engine_config: EngineConfig | None = None) -> None:
         super().__init__("fastcomplete", __version__, protocol_cls=Protocol, max_workers=4)
@@ -112,6 +132,7 @@ class FastcompleteServer(LanguageServer):
         self.recent: OrderedDict[str, None] = OrderedDict()  # most recently used last
         self._snippets: dict[tuple, list[Snippet]] = {}
         self._shown: set[str] = set()
+        self.exporter: Any = None  # a PrometheusExporter when --metrics-port is given
         self._background: set[asyncio.Task] = set()
 
     # -- messages -------------------------------------------------------------------------
@@ -154,12 +175,15 @@ class FastcompleteServer(LanguageServer):
                 fast_dir=Path(fast).expanduser() if fast else None,
                 standard_dir=Path(standard).expanduser() if standard else None,
                 remote=remote_config(self.settings.remote),
+                verify_hashes=True,  # a corrupt model is caught while loading, not mid-request
             )
         )
 
     async def load_models(self) -> None:
         """Load both models in the background, reporting work-done progress when supported."""
         self.engine = self.make_engine()
+        if self.exporter is not None:
+            self.engine.metrics.add_observer(self.exporter.observe)
         if self.engine.cache.problem:
             self.tell_once(f"fastcomplete: {self.engine.cache.problem}")
         token = "fastcomplete/load"
@@ -268,6 +292,19 @@ class FastcompleteServer(LanguageServer):
         if not self.models_ready.is_set() or self.engine is None:
             self.counts["not_ready"] += 1
             return None
+        text = doc.source
+        if "\x00" in text:
+            self.counts["refused_binary"] += 1
+            self.tell_once(f"fastcomplete: {uri} holds binary data (NUL bytes): no completions")
+            return None
+        if len(text) > LARGE_DOC_CHARS:
+            self.counts["trimmed_large"] += 1
+            self.tell_once(
+                f"fastcomplete: {uri} is large ({len(text) >> 20} MB): completions use the "
+                "text around the cursor only",
+                types.MessageType.Info,
+            )
+            text, position = around_cursor(text, position)
         self.warmups.cancel(uri)
         version = doc.version
         ticket = self.latest.begin(uri)
@@ -277,7 +314,7 @@ class FastcompleteServer(LanguageServer):
                 self.counts["stale_dropped"] += 1
                 return None
             with self.gate.foreground():
-                snap = Snapshot(uri, doc.source, doc.language_id or "")
+                snap = Snapshot(uri, text, doc.language_id or "")
                 done = await self.in_model_thread(self.plan_and_run, snap, position, ticket.cancel)
         except PositionError as exc:
             self.counts["bad_position"] += 1
@@ -306,6 +343,15 @@ class FastcompleteServer(LanguageServer):
             self.counts["empty"] += 1
             return None
         self.counts["answered"] += 1
+        if result is not None and result.fallback:
+            preferred = FAST if self.settings.fastMode else STANDARD
+            reason = self.engine.router.last_errors.get(preferred, "circuit open")
+            self.tell_once(
+                f"fastcomplete: the {preferred} model failed ({reason}); "
+                f"completions come from the {result.variant} model for now"
+            )
+        if self.settings.debug:
+            log.info("completion %s:%d:%d -> %r", uri, position.line, position.character, done.text)
         return done.text, result
 
     def inline_items(
@@ -340,8 +386,13 @@ class FastcompleteServer(LanguageServer):
                 return
             if not self.settings.enabled_for(doc.language_id or ""):
                 return
-            snap = Snapshot(uri, doc.source, doc.language_id or "")
-            plan = await self.in_model_thread(self.plan, snap, types.Position(line, character))
+            text, position = doc.source, types.Position(line, character)
+            if "\x00" in text:
+                return
+            if len(text) > LARGE_DOC_CHARS:
+                text, position = around_cursor(text, position)
+            snap = Snapshot(uri, text, doc.language_id or "")
+            plan = await self.in_model_thread(self.plan, snap, position)
             if plan.prompt.strip():
                 await self.in_model_thread(
                     self.engine.warm,
@@ -678,8 +729,17 @@ def _range_json(rng: types.Range) -> dict[str, Any]:
     }
 
 
-def serve(tcp: str | None = None, engine_config: EngineConfig | None = None) -> None:
+def serve(
+    tcp: str | None = None,
+    engine_config: EngineConfig | None = None,
+    metrics_port: int | None = None,
+) -> None:
     server = create_server(engine_config)
+    if metrics_port is not None:
+        from lsp_server.observability import PrometheusExporter
+
+        server.exporter = PrometheusExporter(lambda: dict(server.counts))
+        server.exporter.serve(metrics_port)
     if tcp:
         host, _, port = tcp.rpartition(":")
         server.start_tcp(host or "127.0.0.1", int(port))

@@ -28,6 +28,7 @@ class Settings:
     # apiKeyEnv (the NAME of an environment variable), timeoutMs, retries, dailyTokenQuota,
     # completions (also serve completions when fast mode is off).
     remote: dict[str, Any] | None = None
+    debug: bool = False  # log prompts and completions (off: the log never holds code)
 
     def enabled_for(self, language_id: str) -> bool:
         return self.enable and self.languages.get(language_id, True)
@@ -115,6 +116,7 @@ VALIDATORS = {
     "fastModelPath": _path,
     "standardModelPath": _path,
     "remote": _remote,
+    "debug": _bool,
 }
 
 
