@@ -46,7 +46,14 @@ class CompletionCache:
 
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._disk = diskcache.Cache(str(directory), size_limit=size_limit_bytes)
+            # diskcache's SQLite defaults (64 MB mmap, 32 MB page cache) would let the server's
+            # resident memory creep up by ~2 KB per cached completion for hours: keep them small.
+            self._disk = diskcache.Cache(
+                str(directory),
+                size_limit=size_limit_bytes,
+                sqlite_mmap_size=4 << 20,
+                sqlite_cache_size=1024,
+            )
         except Exception as exc:  # sqlite3.DatabaseError, PermissionError, ...: all mean "bypass"
             self._give_up(
                 f"completion cache at {directory} is unusable ({exc}); running without it"
