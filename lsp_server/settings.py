@@ -91,9 +91,10 @@ def _remote(value: Any) -> dict[str, Any] | None:
         # Keys in settings files end up in dotfiles, backups and screenshots.
         raise ValueError("put the key in an environment variable and name it in remote.apiKeyEnv")
     for key, kind in REMOTE_KEYS.items():
-        if key in value and (
-            not isinstance(value[key], kind) or isinstance(value[key], bool) != (kind is bool)
-        ):
+        given = value.get(key)
+        # bool is an int subclass: a number must not be accepted as a switch, nor the reverse.
+        fits = isinstance(given, kind) and (kind is bool) == isinstance(given, bool)
+        if key in value and not fits:
             raise ValueError(f"remote.{key} must be a {kind.__name__}")
     unknown = set(value) - REMOTE_KEYS.keys()
     if unknown:
