@@ -99,7 +99,7 @@ def plan_completion(
         prompt, in_string = ctx.prompt, ctx.in_string_or_comment
     else:
         lines = text[:offset].split("\n")
-        start = window_start(lines, line, settings.contextTokens, count)
+        start = window_start(lines, len(lines) - 1, settings.contextTokens, count)
         prompt, in_string = "\n".join(lines[start:]), False
     single = is_single_line(line_prefix, line_suffix, settings.multiline) or (
         in_string and settings.multiline == "auto"
@@ -136,6 +136,8 @@ def run_completion(
 ) -> Completion:
     """Generate, post-process and check one completion (on a worker thread)."""
     started = time.perf_counter()
+    if not plan.prompt.strip():
+        return Completion("", None)  # nothing to continue from: not a question for a model
     rules = RULES if options.postprocess else MINIMAL
     result = engine.generate(
         Task.COMPLETION, plan.prompt, plan.config, fast_mode=fast_mode, cancel=cancel

@@ -162,6 +162,7 @@ def build_context(
     """`header`: how the file's path is given: "comment" (`# pkg/mod.py`), "filename" (the
     `<filename>` token StarCoder-style training data uses) or "none"."""
     lines = text[:offset].split("\n")
+    cursor_line = len(lines) - 1  # counted here: a document with lone CRs numbers lines differently
     marker = comment_marker(language_id)
     parts: list[str] = []
     for snip in snippets:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class PositionError(ValueError):
     """A position outside the document."""
@@ -12,7 +14,12 @@ def utf16_len(text: str) -> int:
 
 
 def utf16_to_index(line: str, character: int) -> int:
-    """Code-point index in `line` for a UTF-16 `character` offset (inside a surrogate pair: after it)."""
+    """Code-point index in `line` for a UTF-16 `character` offset.
+
+    Inside a surrogate pair: after it. Past the end of the line: the end of the line, as the LSP
+    spec says ("If the character value is greater than the line length it defaults back to the
+    line length").
+    """
     if character < 0:
         raise PositionError(f"negative character {character}")
     units = 0
@@ -20,8 +27,6 @@ def utf16_to_index(line: str, character: int) -> int:
         if units >= character:
             return index
         units += 2 if ord(ch) > 0xFFFF else 1
-    if character > units:
-        raise PositionError(f"character {character} is past the end of the line ({units} units)")
     return len(line)
 
 
@@ -29,11 +34,31 @@ def index_to_utf16(line: str, index: int) -> int:
     return utf16_len(line[:index])
 
 
+LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the LSP's line endings, and only those
+
+
 def offset_at(text: str, line: int, character: int) -> int:
-    """Offset into `text` for an LSP (line, UTF-16 character) position."""
-    lines = text.split("\n")
-    if line < 0 or line >= len(lines):
-        raise PositionError(f"line {line} is past the end of the document ({len(lines)} lines)")
-    start = sum(len(row) + 1 for row in lines[:line])
-    row = lines[line].removesuffix("\r")
+    """Offset into `text` for an LSP (line, UTF-16 character) position.
+
+    A line past the end of the document is an error (the request was made for another version).
+    """
+    if line < 0:
+        raise PositionError(f"negative line {line}")
+    start = 0
+    for _ in range(line):
+        found = LINE_BREAK.search(text, start)
+        if found is None:
+            count = len(LINE_BREAK.findall(text)) + 1
+            raise PositionError(f"line {line} is past the end of the document ({count} lines)")
+        start = found.end()
+    end = LINE_BREAK.search(text, start)
+    row = text[start : end.start() if end else len(text)]
     return start + utf16_to_index(row, character)
+
+
+def clamp_character(text: str, line: int, character: int) -> int:
+    """`character`, or the line's length in UTF-16 units when it points past the line's end."""
+    start = offset_at(text, line, 0)
+    end = LINE_BREAK.search(text, start)
+    row = text[start : end.start() if end else len(text)]
+    return min(character, utf16_len(row))

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
@@ -31,7 +32,7 @@ from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
 from lsp_server import __version__
 from lsp_server.completion import Completion, CompletionPlan, plan_completion, run_completion
 from lsp_server.context import Snippet
-from lsp_server.positions import PositionError, offset_at
+from lsp_server.positions import PositionError, clamp_character, offset_at
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
     REFACTOR_CONFIG,
@@ -232,7 +233,8 @@ class FastcompleteServer(LanguageServer):
     # -- completions --------------------------------------------------------------------------
 
     def document(self, uri: str):
-        doc = self.workspace.text_documents.get(uri)
+        # pygls files documents under the percent-decoded URI ("my%20project" -> "my project").
+        doc = self.workspace.text_documents.get(unquote(uri))
         if doc is None:
             raise JsonRpcInvalidParams(f"unknown document {uri}: send textDocument/didOpen first")
         return doc
@@ -363,6 +365,11 @@ class FastcompleteServer(LanguageServer):
             log.info("completion %s:%d:%d -> %r", uri, position.line, position.character, done.text)
         return done.text, result
 
+    def clamped(self, uri: str, position: types.Position) -> types.Position:
+        """The position an item is anchored at: a character past the line's end means its end."""
+        character = clamp_character(self.document(uri).source, position.line, position.character)
+        return types.Position(position.line, character)
+
     def inline_items(
         self, uri: str, position: types.Position, text: str, result: EngineResult
     ) -> list[types.InlineCompletionItem]:
@@ -390,7 +397,7 @@ class FastcompleteServer(LanguageServer):
         ticket = self.warmups.begin(uri)
         try:
             await asyncio.sleep(WARM_DELAY_S)
-            doc = self.workspace.text_documents.get(uri)
+            doc = self.workspace.text_documents.get(unquote(uri))
             if doc is None or not self.warmups.is_current(ticket) or self.gate.busy:
                 return
             if not self.settings.enabled_for(doc.language_id or ""):
@@ -570,7 +577,9 @@ def register(server: FastcompleteServer) -> None:
         outcome = await ls.complete(uri, params.position)
         if outcome is None:
             return types.InlineCompletionList(items=[])
-        return types.InlineCompletionList(items=ls.inline_items(uri, params.position, *outcome))
+        return types.InlineCompletionList(
+            items=ls.inline_items(uri, ls.clamped(uri, params.position), *outcome)
+        )
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
     async def completion(
@@ -584,7 +593,7 @@ def register(server: FastcompleteServer) -> None:
         if outcome is None:
             return types.CompletionList(is_incomplete=True, items=[])
         text, result = outcome
-        pos = params.position
+        pos = ls.clamped(params.text_document.uri, params.position)
         item = types.CompletionItem(
             label=text.split("\n", 1)[0].strip()[:60] or text.strip()[:60],
             kind=types.CompletionItemKind.Snippet,

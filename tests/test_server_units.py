@@ -26,13 +26,14 @@ def test_utf16_positions_with_surrogate_pairs() -> None:
     assert utf16_to_index(line, 5) == 5  # just before the emoji
     assert utf16_to_index(line, 7) == 6  # after the emoji's two units
     assert utf16_to_index(line, 9) == len(line)  # 8 code points, 9 UTF-16 units
-    with pytest.raises(PositionError, match="past the end of the line"):
-        utf16_to_index(line, 10)
-    text = "a\r\nbé\n👋z"
-    assert text[offset_at(text, 2, 2) :] == "z"
+    assert utf16_to_index(line, 99) == len(line)  # past the end: the end (LSP)
+    text = "a\r\nbé\n👋z\rlast"
+    assert text[offset_at(text, 2, 2) :] == "z\rlast"
     assert text[offset_at(text, 1, 2) :].startswith("\n")  # CR is not part of the line
-    with pytest.raises(PositionError, match="line 3"):
-        offset_at(text, 3, 0)
+    assert text[offset_at(text, 3, 0) :] == "last"  # a lone CR ends a line too (LSP)
+    assert text[offset_at(text, 0, 9) :] == "\r\nbé\n👋z\rlast"
+    with pytest.raises(PositionError, match="line 4 is past the end of the document"):
+        offset_at(text, 4, 0)
 
 
 def test_settings_keep_previous_values_on_bad_input() -> None:
