@@ -18,6 +18,7 @@ from lsp_server.syntax import parse
 from models.manifest import FimTemplate
 
 WINDOW_STEP_LINES = 64
+MAX_CHARS_PER_TOKEN = 6  # generous for code: beyond this a window is cut inside a line
 COMMENT = {"python": "#", "ruby": "#", "shellscript": "#", "yaml": "#", "toml": "#", "r": "#"}
 C_LIKE = (
     "//",
@@ -192,6 +193,9 @@ def build_context(
         if outside and count_tokens(outside) < budget // 4:
             fixed += outside
     window = text[window_offset:offset]
+    if len(window) > budget * MAX_CHARS_PER_TOKEN:
+        # One enormous line (minified code, data): the budget counts whole lines, so cut inside it.
+        window = window[-budget * MAX_CHARS_PER_TOKEN :]
     line_prefix = lines[-1]
     in_string = tree is not None and _in_string_or_comment(tree.root_node, cursor_byte, line_prefix)
     if fim is not None:

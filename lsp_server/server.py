@@ -32,7 +32,13 @@ from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
 from lsp_server import __version__
 from lsp_server.completion import Completion, CompletionPlan, plan_completion, run_completion
 from lsp_server.context import Snippet
-from lsp_server.positions import PositionError, clamp_character, offset_at
+from lsp_server.positions import (
+    LINE_BREAK,
+    PositionError,
+    clamp_character,
+    offset_at,
+    utf16_len,
+)
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
     REFACTOR_CONFIG,
@@ -108,21 +114,18 @@ class Snapshot:
 
 
 def around_cursor(text: str, position: types.Position) -> tuple[str, types.Position]:
-    """For very large documents: the whole lines within a few hundred KB of the cursor, and the
-    cursor's position in that excerpt (parsing 10 MB per keystroke would stall completions)."""
-    lines = text.split("\n")
-    start = position.line
-    size = 0
-    while start > 0 and size < AROUND_BEFORE:
-        start -= 1
-        size += len(lines[start]) + 1
-    end = position.line + 1
-    size = 0
-    while end < len(lines) and size < AROUND_AFTER:
-        size += len(lines[end]) + 1
-        end += 1
-    excerpt = "\n".join(lines[start:end])
-    return excerpt, types.Position(position.line - start, position.character)
+    """For very large documents: the text within a few hundred KB of the cursor, and the cursor's
+    position in that excerpt (parsing 10 MB per keystroke would stall completions)."""
+    offset = offset_at(text, position.line, position.character)  # PositionError past the end
+    start = max(0, offset - AROUND_BEFORE)
+    line_start = LINE_BREAK.search(text, start, offset)
+    if start and line_start:
+        start = line_start.end()  # begin on a whole line when there is one
+    before = text[start:offset]
+    breaks = list(LINE_BREAK.finditer(before))
+    column = before[breaks[-1].end() :] if breaks else before
+    excerpt = text[start : offset + AROUND_AFTER]
+    return excerpt, types.Position(len(breaks), utf16_len(column))
 
 
 class FastcompleteServer(LanguageServer):
@@ -315,7 +318,11 @@ class FastcompleteServer(LanguageServer):
                 "text around the cursor only",
                 types.MessageType.Info,
             )
-            text, position = around_cursor(text, position)
+            try:
+                text, position = around_cursor(text, position)
+            except PositionError as exc:
+                self.counts["bad_position"] += 1
+                raise JsonRpcInvalidParams(f"{uri}: {exc}") from exc
         self.warmups.cancel(uri)
         version = doc.version
         ticket = self.latest.begin(uri)
