@@ -87,7 +87,6 @@ def plan_completion(
         ctx = build_context(
             text,
             offset,
-            line,
             language_id=language_id,
             path=path,
             budget_tokens=settings.contextTokens,

@@ -150,7 +150,6 @@ def _in_string_or_comment(root: Node, cursor: int, line_prefix: str) -> bool:
 def build_context(
     text: str,
     offset: int,
-    cursor_line: int,
     *,
     language_id: str,
     path: str,
@@ -163,7 +162,7 @@ def build_context(
     """`header`: how the file's path is given: "comment" (`# pkg/mod.py`), "filename" (the
     `<filename>` token StarCoder-style training data uses) or "none"."""
     lines = text[:offset].split("\n")
-    cursor_line = len(lines) - 1  # counted here: a document with lone CRs numbers lines differently
+    cursor_line = len(lines) - 1  # from the text itself: lone CRs would shift an LSP line number
     marker = comment_marker(language_id)
     parts: list[str] = []
     for snip in snippets:

@@ -22,11 +22,9 @@ LONG = (
 
 
 def _ctx(text: str, budget: int, **kw: object):
-    line = text.count("\n")
     return build_context(
         text,
         len(text),
-        line,
         language_id=kw.pop("language_id", "python"),
         path="pkg/store.py",
         budget_tokens=budget,
@@ -86,7 +84,6 @@ def test_fim_template_puts_the_suffix_in() -> None:
     ctx = build_context(
         text,
         9,
-        1,
         language_id="python",
         path="a.py",
         budget_tokens=200,
