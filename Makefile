@@ -60,6 +60,7 @@ format: $(STAMP)
 bench: models
 	$(BIN)/python -m bench.engine
 	$(BIN)/python -m bench.typing
+	$(BIN)/python -m bench.documents
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache editors/vscode/node_modules editors/vscode/out

@@ -8,21 +8,23 @@ response.
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import contextlib
 import functools
 import logging
+import sys
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 
 from inference.engine import Engine, EngineConfig, EngineResult
 from inference.generate import Finish
@@ -32,6 +34,7 @@ from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
 from lsp_server import __version__
 from lsp_server.completion import Completion, CompletionPlan, plan_completion, run_completion
 from lsp_server.context import Snippet
+from lsp_server.jsonrpc import read_frames
 from lsp_server.positions import (
     LINE_BREAK,
     PositionError,
@@ -48,6 +51,7 @@ from lsp_server.prompts import (
     refactor_messages,
     render_chatml,
 )
+from lsp_server.protocol import REQUEST_ID, REQUEST_PARAMS, Protocol
 from lsp_server.scheduler import Gate, LatestWins
 from lsp_server.settings import Settings, merge
 from lsp_server.snippets import pick_snippets
@@ -67,41 +71,6 @@ LARGE_DOC_CHARS = 1 << 20  # beyond this, completions look at the text around th
 AROUND_BEFORE, AROUND_AFTER = 512 << 10, 64 << 10
 RECENT_DOCS = 8  # other open/edited documents that may lend snippets to the prompt
 SNIPPET_SHARE = 5  # at most 1/5 of the prompt budget goes to other files' snippets
-
-# The JSON-RPC id and params of the request being handled: lets executeCommand handlers be
-# cancelled, and stream into a progress token the client chose (`workDoneToken`).
-REQUEST_ID: contextvars.ContextVar[Any] = contextvars.ContextVar("request_id", default=None)
-REQUEST_PARAMS: contextvars.ContextVar[Any] = contextvars.ContextVar("request_params", default=None)
-
-
-class Protocol(LanguageServerProtocol):
-    """pygls does not cancel executeCommand handlers on $/cancelRequest; this does."""
-
-    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
-        token = REQUEST_ID.set(msg_id)
-        params_token = REQUEST_PARAMS.set(params)
-        try:
-            super()._handle_request(msg_id, method_name, params)
-        finally:
-            REQUEST_ID.reset(token)
-            REQUEST_PARAMS.reset(params_token)
-
-    def _handle_notification(self, method_name: str, params: Any) -> None:
-        super()._handle_notification(method_name, params)
-        # pygls files the future of every notification (and of every handler a built-in feature
-        # delegates to) under a fresh id and never removes it: ~2 KB per keystroke, for ever
-        # (measured in the soak test). Only requests' futures need to stay until answered.
-        done = [key for key, future in self._request_futures.items() if future.done()]
-        for key in done:
-            self._request_futures.pop(key, None)
-
-    def _handle_cancel_notification(self, msg_id: Any) -> None:
-        server = self._server
-        if isinstance(server, FastcompleteServer):
-            event = server.command_cancels.get(msg_id)
-            if event is not None:
-                event.set()
-        super()._handle_cancel_notification(msg_id)
 
 
 @dataclass(frozen=True)
@@ -147,6 +116,50 @@ class FastcompleteServer(LanguageServer):
         self._shown: set[str] = set()
         self.exporter: Any = None  # a PrometheusExporter when --metrics-port is given
         self._background: set[asyncio.Task] = set()
+
+    # -- transport ------------------------------------------------------------------------------
+    # pygls's read loops are replaced by lsp_server.jsonrpc.read_frames, which survives bad
+    # headers; each frame goes to Protocol.receive, which answers malformed messages.
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        self._stop_event = threading.Event()
+        reader = StdinAsyncReader(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(self._read(reader.readline, reader.readexactly))
+        except BrokenPipeError:
+            log.error("the connection to the editor is lost: shutting down")
+        except KeyboardInterrupt:
+            pass
+        finally:  # `exit` raises SystemExit: 0 after `shutdown`, 1 without (the LSP's codes)
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        self._stop_event = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await self._read(reader.readline, reader.readexactly)
+            self.shutdown()
+
+        async def listen() -> None:
+            self._server = await asyncio.start_server(connection, host, port)
+            log.info("serving on %s:%s", host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        with contextlib.suppress(asyncio.CancelledError):
+            asyncio.run(listen())
+
+    async def _read(
+        self, readline: Callable[[], Awaitable[bytes]], read: Callable[[int], Awaitable[bytes]]
+    ) -> None:
+        protocol, stop = self.protocol, self._stop_event
+        assert isinstance(protocol, Protocol)
+        async for item in read_frames(readline, read):
+            if stop is not None and stop.is_set():
+                break
+            protocol.receive(item)
 
     # -- messages -------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ Position semantics (the reference model's, and what the server must do):
   error, -32602 "line N is past the end of the document (M lines)": the client asked about
   another version of the document.
 - A position inside a surrogate pair is invalid per the spec. The server reads it as the position
-  just after the pair (pygls does so for edits, lsp_server/positions.py for requests), so an
+  just after the pair (lsp_server/edits.py for edits, lsp_server/positions.py for requests), so an
   off-by-one client never splits a character into lone surrogates, which could not even be sent
   back in valid UTF-8 JSON. The reference model does the same.
 
@@ -34,8 +34,7 @@ in its executeCommandProvider. Independently of it, a read-only request every se
 the line count as the request path sees it: `fastcomplete.explain` on an empty selection at line
 2**31-1 is refused with "line N is past the end of the document (M lines)", without a model.
 
-Known bugs are pinned by the strict xfail tests below; the state machine keeps clear of them
-unless FASTCOMPLETE_FUZZ_KNOWN_BUGS=1 is set (then it finds them). FASTCOMPLETE_FUZZ_EXAMPLES and
+The bugs it found have regression tests below. FASTCOMPLETE_FUZZ_EXAMPLES and
 FASTCOMPLETE_FUZZ_STEPS change its size.
 """
 
@@ -49,6 +48,7 @@ import json
 import os
 import re
 import select
+import socket
 import subprocess
 import threading
 import time
@@ -74,8 +74,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from tests.lsp.helpers import SERVER, SERVER_HOME, model_options, start, wait_ready
 
 DEBUG_COMMAND = "fastcomplete.debugDocument"
-KNOWN_BUGS = os.environ.get("FASTCOMPLETE_FUZZ_KNOWN_BUGS") == "1"
-DEFAULT_EXAMPLES, DEFAULT_STEPS = 30, 80
+DEFAULT_EXAMPLES, DEFAULT_STEPS = 60, 80
 EXAMPLES = int(os.environ.get("FASTCOMPLETE_FUZZ_EXAMPLES", DEFAULT_EXAMPLES))
 STEPS = int(os.environ.get("FASTCOMPLETE_FUZZ_STEPS", DEFAULT_STEPS))
 TIMEOUT = 30.0  # seconds for any one request; generous for a loaded 2-core machine
@@ -131,7 +130,8 @@ def apply_change(text: str, change: types.TextDocumentContentChangeEvent) -> str
     rng = change.range
     start = lsp_offset(text, rng.start.line, rng.start.character, spans)
     end = lsp_offset(text, rng.end.line, rng.end.character, spans)
-    return text[:start] + change.text + text[max(start, end) :]
+    start, end = sorted((start, end))
+    return text[:start] + change.text + text[end:]
 
 
 def anchors(text: str, line: int, character: int) -> set[tuple[int, int]]:
@@ -311,7 +311,8 @@ def edit(rng: tuple[int, int, int, int], text: str) -> types.TextDocumentContent
 ALPHABET = st.one_of(
     st.sampled_from(list("ab xyz_(){}:=#\t\n\n\r\n")),
     st.sampled_from(["\r\n", "\r", "é", "ß", "€", "中", "𝔘", "👋", "🙂", "\u200d", "\ufeff"]),
-    st.characters(codec="utf-8", exclude_characters=None if KNOWN_BUGS else NOT_EOL_BREAKS),
+    st.sampled_from(list(NOT_EOL_BREAKS)),
+    st.characters(codec="utf-8"),
 )
 TEXT = st.lists(ALPHABET, max_size=40).map("".join)
 SMALL_TEXT = st.lists(ALPHABET, max_size=8).map("".join)
@@ -342,14 +343,11 @@ class LspFuzz(RuleBasedStateMachine):
     def pick(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.docs)), label="uri")
 
-    def position(self, data: st.DataObject, text: str, edits: bool) -> tuple[int, int]:
+    def position(self, data: st.DataObject, text: str) -> tuple[int, int]:
         """A position in `text`: at a line's start or end, anywhere on it (surrogate pairs
-        included), or past the end of the document; for requests (`edits=False`) also characters
-        past the end of a line and arbitrary numbers."""
+        included), past the end of a line or of the document, or arbitrary numbers."""
         spans = lsp_lines(text)
-        kinds = ["start", "end", "any", "doc_end"]
-        if KNOWN_BUGS or not edits:  # pygls mis-clamps these in edits: see the xfail tests
-            kinds += ["past_line", "past_line_by_one", "random"]
+        kinds = ["start", "end", "any", "doc_end", "past_line", "past_line_by_one", "random"]
         kind = data.draw(st.sampled_from(kinds), label="position kind")
         if kind == "doc_end":
             lines = [len(spans) - 1, len(spans), len(spans) + 1, FAR]
@@ -370,10 +368,10 @@ class LspFuzz(RuleBasedStateMachine):
         return data.draw(st.integers(0, len(spans))), data.draw(st.integers(0, units + 3))
 
     def range_in(self, data: st.DataObject, text: str) -> tuple[int, int, int, int]:
-        a = self.position(data, text, edits=True)
+        a = self.position(data, text)
         if data.draw(st.booleans(), label="empty range"):
             return (*a, *a)
-        b = self.position(data, text, edits=True)
+        b = self.position(data, text)
         (sl, sc), (el, ec) = sorted([a, b])
         return sl, sc, el, ec
 
@@ -463,7 +461,7 @@ class LspFuzz(RuleBasedStateMachine):
         spans = lsp_lines(text)
         line = bisect.bisect_right([start for start, _ in spans], offset) - 1
         inside = (line, utf16_len(text[spans[line][0] : offset]) + 1)
-        other = self.position(data, text, edits=True)
+        other = self.position(data, text)
         (sl, sc), (el, ec) = sorted([inside, other])
         self.send_changes(uri, [edit((sl, sc, el, ec), data.draw(SMALL_TEXT, label="text"))])
 
@@ -494,7 +492,7 @@ class LspFuzz(RuleBasedStateMachine):
     def inline_completion(self, data: st.DataObject) -> None:
         uri = self.pick(data)
         text = self.docs[uri]["text"]
-        line, character = self.position(data, text, edits=False)
+        line, character = self.position(data, text)
         result, error = self.harness.outcome(self.harness.inline(uri, line, character))
         COUNTS["steps"] += 1
         if "\x00" in text:  # the server refuses binary documents before reading the position
@@ -565,11 +563,11 @@ def test_fuzz_documents_and_requests(harness: Harness, capsys: pytest.CaptureFix
             f" exact text check {exact}; server counts {stats['server']}"
         )
     if (EXAMPLES, STEPS) == (DEFAULT_EXAMPLES, DEFAULT_STEPS):
-        assert COUNTS["steps"] >= 1000
+        assert COUNTS["steps"] >= 2000
 
 
 # --------------------------------------------------------------------------------------------
-# Found by fuzzing: fixed bugs (regression tests) and open ones (strict xfail)
+# Found by fuzzing: regression tests
 # --------------------------------------------------------------------------------------------
 
 
@@ -583,37 +581,28 @@ def check_edit(h: Harness, name: str, text: str, rng: tuple[int, int, int, int],
         h.close(uri)
 
 
-@pytest.mark.xfail(
-    reason="pygls clamps a character one past the line's end to after the line break", strict=True
-)
 def test_character_one_past_line_end_stays_on_its_line(harness: Harness) -> None:
-    # "abc\ndef", insert "X" at (0, 4): the spec says (0, 3), giving "abcX\ndef"; the server
-    # makes "abc\nXdef" (pygls PositionCodec.position_from_client_units counts the "\n").
+    """Fixed by lsp_server/edits.py: "abc\ndef", insert "X" at (0, 4) is (0, 3) by the spec,
+    "abcX\ndef"; pygls's TextDocument made "abc\nXdef" (its PositionCodec counts the "\n")."""
     check_edit(harness, "one-past.txt", "abc\ndef", (0, 4, 0, 4), "X")
 
 
-@pytest.mark.xfail(
-    reason="pygls puts a CRLF line's character len+1 between \\r and \\n", strict=True
-)
 def test_character_past_crlf_line_end_keeps_the_crlf(harness: Harness) -> None:
-    # "abc\r\ndef", insert "X" at (0, 4): expected "abcX\r\ndef"; the server makes "abc\rX\ndef".
+    """Fixed by lsp_server/edits.py: "abc\r\ndef", insert "X" at (0, 4) gives "abcX\r\ndef";
+    pygls made "abc\rX\ndef"."""
     check_edit(harness, "crlf.txt", "abc\r\ndef", (0, 4, 0, 4), "X")
 
 
-@pytest.mark.xfail(reason="pygls clamps past the last line's end to one before it", strict=True)
 def test_character_past_last_line_end_means_its_end(harness: Harness) -> None:
-    # "abc", insert "\n" at (0, 10): expected "abc\n"; the server makes "ab\nc" (it clamps to
-    # len(line) - 1, meant to skip a line break the last line does not have).
+    """Fixed by lsp_server/edits.py: "abc", insert "\n" at (0, 10) gives "abc\n"; pygls made
+    "ab\nc" (it clamped to len(line) - 1, to skip a line break the last line does not have)."""
     check_edit(harness, "last-line.txt", "abc", (0, 10, 0, 10), "\n")
 
 
-@pytest.mark.xfail(
-    reason="pygls splits lines with str.splitlines(): form feed, U+2028 etc. end lines", strict=True
-)
 def test_form_feed_and_unicode_separators_do_not_end_lines(harness: Harness) -> None:
-    # LSP lines end only at \r\n, \n, \r. A form feed (common in Python sources: PEP 8 allows it)
-    # shifts every later line by one in the server: "a\x0cb\nc" + "X" at (1, 0) should give
-    # "a\x0cb\nXc", the server gives "a\x0cXb\nc".
+    """Fixed by lsp_server/edits.py: LSP lines end only at \r\n, \n, \r. pygls split lines
+    with str.splitlines(), so a form feed (PEP 8 allows them in Python sources) shifted every later
+    line by one: "a\x0cb\nc" + "X" at (1, 0) gives "a\x0cb\nXc"; pygls made "a\x0cXb\nc"."""
     check_edit(harness, "formfeed.py", "a\x0cb\nc", (1, 0, 1, 0), "X")
     check_edit(harness, "u2028.txt", "a\u2028b\nc", (1, 0, 1, 0), "X")
 
@@ -918,8 +907,8 @@ def test_malformed_messages_leave_the_server_answering(tmp_path: Path, tiny_mode
             time.sleep(0.1)
         server.notify("textDocument/didOpen", did_open("file:///raw/a.txt", "hello wörld 👋\n"))
 
-        # Each of these gets no answer today (the strict xfail tests below say which should),
-        # and none may stop the server from answering the next request.
+        # Each of these gets its JSON-RPC error or, as a notification, none (the tests below
+        # check which), and none may stop the server from answering the next request.
         bodies = {
             "invalid JSON": b'{"jsonrpc": "2.0", "id": 900, "method": ',
             "invalid UTF-8": b'{"jsonrpc": "2.0", "id": 901, "method": "\xff\xfe"}',
@@ -976,7 +965,8 @@ def test_malformed_messages_leave_the_server_answering(tmp_path: Path, tiny_mode
             )
             assert "result" in response, response
 
-        # A lone surrogate (a valid JSON escape, not valid Unicode): a result or an error.
+        # A lone surrogate (a valid JSON escape, not valid Unicode) is read as U+FFFD, one UTF-16
+        # unit for one: completions work (they failed with -32603 UnicodeEncodeError before).
         server.frame(
             b'{"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": '
             b'{"uri": "file:///raw/s.py", "languageId": "python", "version": 1, '
@@ -985,7 +975,12 @@ def test_malformed_messages_leave_the_server_answering(tmp_path: Path, tiny_mode
         response = server.request(
             "textDocument/inlineCompletion", inline_params("file:///raw/s.py", 1, 0)
         )
-        assert "result" in response or "error" in response
+        assert "result" in response, response
+        response = server.request(
+            "workspace/executeCommand",
+            {"command": DEBUG_COMMAND, "arguments": [{"uri": "file:///raw/s.py"}]},
+        )
+        assert response["result"]["text"] == 'x = "\ufffd"\n', response
         still_answers("a lone surrogate")
 
         # An extra (valid) header, and a frame split into 7-byte writes.
@@ -1038,68 +1033,165 @@ def test_malformed_messages_leave_the_server_answering(tmp_path: Path, tiny_mode
     finally:
         server.close()
     assert server.proc.returncode == 0, "the server did not exit cleanly on shutdown/exit"
+    # Each refusal is one log line; pygls logged a traceback for every one.
+    log = (tmp_path / "server.log").read_text()
+    assert "refused a message" in log and "Traceback" not in log
 
 
 def codes(answers: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
     return [(a.get("id"), a.get("error", {}).get("code")) for a in answers]
 
 
-@pytest.mark.xfail(
-    reason="pygls sends no -32700 response for invalid JSON (only a showMessage)", strict=True
-)
 def test_parse_error_gets_a_parse_error_response(shared_raw: RawServer) -> None:
-    # JSON-RPC 2.0 section 5.1: invalid JSON -> {"id": null, "error": {"code": -32700, ...}}.
-    # pygls logs "Unable to handle message" and shows "Error in server: Expecting value: ...".
+    """JSON-RPC 2.0 section 5.1: invalid JSON -> {"id": null, "error": {"code": -32700, ...}}.
+    pygls only logged "Unable to handle message" and showed "Error in server: Expecting value";
+    lsp_server/jsonrpc.py parses before pygls sees a message."""
     for body in [b'{"jsonrpc": "2.0", "id": 7, "method": ', b'{"id": 7, "method": "\xff"}']:
         assert codes(shared_raw.answers_to(body)) == [(None, -32700)], body
 
 
-@pytest.mark.xfail(
-    reason="pygls sends no -32600 response for a message that is not a request", strict=True
-)
 def test_invalid_request_gets_an_invalid_request_response(shared_raw: RawServer) -> None:
-    # A JSON number, an object without "jsonrpc", and "jsonrpc": "1.0" with an id: each should
-    # get -32600. pygls drops them (AttributeError: 'int' object has no attribute 'jsonrpc'; a
-    # wrong version is ignored with a log line), so a client waiting for id 8 or 9 waits forever.
+    """Each gets -32600, with its id when it has a usable one. pygls dropped them
+    (AttributeError: 'int' object has no attribute 'jsonrpc'; a wrong version was ignored with a
+    log line; an object id got -32603), so a client waiting for id 8 or 9 waited for ever."""
     for body, msg_id in [
         (b"42", None),
+        (b"[]", None),
         (b'{"id": 8, "method": "workspace/executeCommand", "params": {}}', 8),
         (b'{"jsonrpc": "1.0", "id": 9, "method": "workspace/executeCommand", "params": {}}', 9),
+        (b'{"jsonrpc": "2.0", "id": {"n": 10}, "method": "workspace/executeCommand"}', None),
+        (b'{"jsonrpc": "2.0", "id": true, "method": "shutdown"}', None),
+        (b'{"jsonrpc": "2.0", "id": 11, "method": 5}', 11),
+        (b'{"jsonrpc": "2.0", "id": 12}', 12),
+        (request_bytes(13, "textDocument/didClose", {"textDocument": {"uri": "file:///x"}}), 13),
     ]:
         assert codes(shared_raw.answers_to(body)) == [(msg_id, -32600)], body
 
 
-@pytest.mark.xfail(
-    reason="a request whose params do not match the method's type gets no response at all",
-    strict=True,
-)
 def test_invalid_params_get_an_invalid_params_response(shared_raw: RawServer) -> None:
-    # pygls structures the params while decoding the JSON (json.loads object_hook); the
-    # ClassValidationError becomes JsonRpcInvalidParams *before* the id is known, so it is only
-    # logged and shown ("Error in server: Invalid Params"): the request hangs in the client.
-    # Same for a negative line, and for executeCommand params given as an array.
+    """pygls structured the params while decoding the JSON (json.loads object_hook): the
+    ClassValidationError became JsonRpcInvalidParams *before* the id was known, so it was only
+    logged and shown ("Error in server: Invalid Params") and the request hung in the client.
+    Same for a negative line, and for executeCommand params given as an array."""
     negative = inline_params("file:///raw/a.txt", -1, 0)
     for body, msg_id in [
         (request_bytes(12, "textDocument/inlineCompletion", BAD_POSITION), 12),
         (request_bytes(13, "textDocument/inlineCompletion", negative), 13),
         (request_bytes(14, "workspace/executeCommand", [1, 2]), 14),
     ]:
-        assert codes(shared_raw.answers_to(body)) == [(msg_id, -32602)], (
+        answers = shared_raw.answers_to(body)
+        assert codes(answers) == [(msg_id, -32602)], (
             f"no response to id {msg_id}: a real client would wait for it forever"
         )
+    # The error says which field is wrong.
+    assert "$.params.position" in answers[0]["error"]["message"] or msg_id == 14
 
 
-@pytest.mark.xfail(
-    reason="pygls matches only 'Content-Length: N' exactly and never resynchronises", strict=True
-)
 def test_a_lowercase_header_does_not_desynchronise_the_stream(raw: RawServer) -> None:
-    # Header names are case-insensitive (LSP headers follow HTTP; vscode-jsonrpc lowercases them).
-    # pygls ignores "content-length: N", then reads the body as a header line, which runs into the
-    # next frame's "Content-Length" line: from then on every body swallows the next header and
-    # the server never answers again (each frame below is lost in turn).
+    """Header names are case-insensitive (LSP headers follow HTTP). pygls ignored
+    "content-length: N", then read the body as a header line, which ran into the next frame's
+    "Content-Length" line: from then on every body swallowed the next header and the server never
+    answered again. lsp_server/jsonrpc.py reads headers case-insensitively."""
     body = request_bytes(20, "workspace/executeCommand", STATS_PARAMS)
-    raw.frame(body, header=b"content-length: %d\r\n" % len(body))
+    raw.frame(body, header=b"content-length:%d\r\n" % len(body))
     for msg_id in (21, 22, 23):
         raw.frame(request_bytes(msg_id, "workspace/executeCommand", STATS_PARAMS))
-    raw.graceful = False  # no shutdown handshake on a stream in this state
-    assert raw.response(23, timeout=2) is not None, "the server never answers again"
+    for msg_id in (20, 21, 22, 23):
+        response = raw.response(msg_id, timeout=10)
+        assert response is not None and "result" in response, (msg_id, response)
+
+
+def shown(server: RawServer) -> list[str]:
+    """The messages shown to the user about bad messages (not those about missing models)."""
+    messages = [str(m.get("params", {}).get("message")) for m in server.notifications]
+    return [m for m in messages if "malformed" in m or "Error in server" in m]
+
+
+def test_notifications_get_no_answer_and_a_malformed_one_is_reported(raw: RawServer) -> None:
+    """A request sent without an id is a notification: nothing may answer it (pygls showed
+    "Error in server: Invalid Params" for executeCommand). A malformed notification cannot be
+    answered either, but losing an edit desynchronises the document: the user hears of it once."""
+    stats = {"jsonrpc": "2.0", "method": "workspace/executeCommand", "params": STATS_PARAMS}
+    assert raw.answers_to(json.dumps(stats).encode()) == []
+    assert shown(raw) == []
+    raw.notify("textDocument/didOpen", did_open("file:///raw/n.txt", "abc\n"))
+    bad_change = {
+        "textDocument": {"uri": "file:///raw/n.txt", "version": 2},
+        "contentChanges": [{"range": {"start": {"line": -1, "character": 0}}, "text": "x"}],
+    }
+    for _ in range(2):
+        message = {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": bad_change}
+        assert raw.answers_to(json.dumps(message).encode()) == []
+    assert shown(raw) == ["fastcomplete ignored a malformed textDocument/didChange notification"]
+
+
+def test_requests_after_shutdown_are_refused(raw: RawServer) -> None:
+    """LSP: "If a server receives requests after a shutdown request those requests should error
+    with InvalidRequest" (pygls dropped them silently)."""
+    assert raw.request("shutdown", None) == {"jsonrpc": "2.0", "id": 1 + 1, "result": None}
+    response = raw.request("workspace/executeCommand", STATS_PARAMS)
+    assert response["error"]["code"] == -32600, response
+    raw.graceful = False
+    raw.notify("exit", None)
+    assert raw.proc.wait(10) == 0  # exit after shutdown: code 0
+
+
+def test_exit_without_shutdown_exits_with_code_1(raw: RawServer) -> None:
+    raw.graceful = False
+    raw.notify("exit", None)
+    assert raw.proc.wait(10) == 1  # the LSP's code for an exit without shutdown
+
+
+def test_tcp_transport_reads_frames_the_same_way(tmp_path: Path) -> None:
+    """`fastcomplete serve --tcp`: the same reader as stdio, so the same answers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path / "server.log").open("wb")
+    env = {**os.environ, "FASTCOMPLETE_HOME": SERVER_HOME}
+    proc = subprocess.Popen([*SERVER, "--tcp", f"127.0.0.1:{port}"], stderr=log, env=env)
+    try:
+        for _ in range(300):
+            with contextlib.suppress(ConnectionRefusedError):
+                conn = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the server never listened")
+        buffer = b""
+
+        def answer(msg_id: Any) -> dict[str, Any]:
+            nonlocal buffer
+            while True:
+                head, sep, rest = buffer.partition(b"\r\n\r\n")
+                length = re.search(rb"Content-Length: (\d+)", head) if sep else None
+                if length and len(rest) >= int(length.group(1)):
+                    body, buffer = rest[: int(length.group(1))], rest[int(length.group(1)) :]
+                    message = json.loads(body)
+                    if "method" not in message and message.get("id") == msg_id:
+                        return message
+                    continue
+                chunk = conn.recv(1 << 16)
+                assert chunk, "the server closed the connection"
+                buffer += chunk
+
+        init = request_bytes(1, "initialize", {"processId": None, "capabilities": {}})
+        conn.sendall(b"content-length: %d\r\n\r\n" % len(init) + init)
+        assert "capabilities" in answer(1)["result"]
+        conn.sendall(b'Content-Length: 5\r\n\r\n{"id"')
+        assert answer(None)["error"]["code"] == -32700
+        stats = request_bytes(2, "workspace/executeCommand", STATS_PARAMS)
+        conn.sendall(b"Content-Length: %d\r\n\r\n" % len(stats) + stats)
+        assert "result" in answer(2)
+        shutdown = request_bytes(3, "shutdown", None)
+        conn.sendall(b"Content-Length: %d\r\n\r\n" % len(shutdown) + shutdown)
+        assert answer(3)["result"] is None
+        exit_ = b'{"jsonrpc": "2.0", "method": "exit"}'
+        conn.sendall(b"Content-Length: %d\r\n\r\n" % len(exit_) + exit_)
+        assert proc.wait(10) == 0
+        conn.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        log.close()
