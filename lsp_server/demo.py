@@ -1,18 +1,24 @@
 """`fastcomplete demo`: a real LSP client session against `fastcomplete serve` on a sample file.
 
 Prints the inline completion from the fast and the standard model with the latency the editor
-sees, then streams an explanation from the standard model as the server reports it.
+sees, then streams an explanation from the standard model as the server reports it. The server
+gets a throwaway home (completion cache, logs), so every run shows the models' own latency and the
+second request shows the cache's; the models are the user's, named in the initialization options.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import tempfile
 import time
 from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
+
+from models.paths import DEFAULT_MODEL, variant_dir
 
 SAMPLE_URI = "file:///demo/orders.py"
 SAMPLE = """import json
@@ -93,10 +99,20 @@ class DemoClient(LanguageClient):
 
 
 async def run_demo() -> int:
+    with tempfile.TemporaryDirectory(prefix="fastcomplete-demo-") as home:
+        return await demo_session(home)
+
+
+async def demo_session(home: str) -> int:
     client = DemoClient()
-    await client.start_io(sys.executable, "-m", "lsp_server.cli", "serve")
+    env = {**os.environ, "FASTCOMPLETE_HOME": home}
+    await client.start_io(sys.executable, "-m", "lsp_server.cli", "serve", env=env)
+    models = {
+        "fastModelPath": str(variant_dir(DEFAULT_MODEL, "fast")),
+        "standardModelPath": str(variant_dir(DEFAULT_MODEL, "standard")),
+    }
     await client.initialize_async(
-        types.InitializeParams(capabilities=client_capabilities(), initialization_options={})
+        types.InitializeParams(capabilities=client_capabilities(), initialization_options=models)
     )
     client.initialized(types.InitializedParams())
     for _ in range(600):

@@ -1,0 +1,31 @@
+"""`fastcomplete demo` (what `make demo` ends with), run as a user runs it, on the real models."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+
+def test_demo_shows_model_latency_then_the_cache_on_every_run() -> None:
+    for run in range(2):  # a second run must not be served from the first run's cache
+        out = subprocess.run(
+            [sys.executable, "-m", "lsp_server.cli", "demo"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        completions = re.findall(
+            r"^(fast \(INT8\)|standard \(FP32\))\s+\d+ ms  -> '(.+)'$", out.stdout, re.M
+        )
+        assert [label for label, _ in completions] == ["fast (INT8)", "standard (FP32)"], out.stdout
+        assert all(text.strip() for _, text in completions), out.stdout
+        for model in ("smollm2-135m/fast", "smollm2-135m/standard"):
+            assert re.search(
+                rf"^{model}: \d+ requests, 1 cache hits, TTFT p50 \d+ ms", out.stdout, re.M
+            ), (
+                run,
+                out.stdout,
+            )
+        assert "explain `load_orders`" in out.stdout and "(smollm2-135m/standard," in out.stdout
