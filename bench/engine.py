@@ -170,15 +170,20 @@ def lookup_speedup(directory: Path, text: str, positions: int = 8) -> dict[str, 
     }
 
 
-def bench_subject(kind: str, path: str, reps: int, threads: int, queue: Any) -> None:
+def bench_subject(
+    kind: str, path: str, reps: int, threads: int, queue: Any, contexts: tuple[int, ...] = CONTEXTS
+) -> None:
     started_rss = rss_mb()
     subject = OrtSubject(Path(path)) if kind == "onnx" else TorchSubject(Path(path), threads)
     ids = subject.encode(corpus_text())
     row: dict[str, Any] = {"load_rss_mb": round(rss_mb() - started_rss, 1)}
     subject.prefill(ids[:64])  # warm-up: first-run allocations and kernel selection
-    for ctx in CONTEXTS:
+    for ctx in contexts:
         row[f"prefill_{ctx}_ms"] = _median_ms([subject.prefill(ids[:ctx]) for _ in range(reps)])
         row[f"decode_{ctx}_ms"] = _median_ms(subject.decode(ids[:ctx], DECODE_STEPS))
+    if contexts != CONTEXTS:  # a partial run (bench/block_size.py): no reuse figures
+        queue.put(row)
+        return
     prefix, new = ids[:REUSE_PREFIX], ids[REUSE_PREFIX : REUSE_PREFIX + REUSE_NEW]
     reuse = [subject.reuse(prefix, new) for _ in range(reps)]
     row["reuse_1000+10_ms"] = _median_ms(reuse) if reuse[0] == reuse[0] else None
@@ -190,10 +195,12 @@ def bench_subject(kind: str, path: str, reps: int, threads: int, queue: Any) -> 
     queue.put(row)
 
 
-def run_isolated(kind: str, path: Path, reps: int, threads: int) -> dict[str, Any]:
+def run_isolated(
+    kind: str, path: Path, reps: int, threads: int, contexts: tuple[int, ...] = CONTEXTS
+) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=bench_subject, args=(kind, str(path), reps, threads, queue))
+    proc = ctx.Process(target=bench_subject, args=(kind, str(path), reps, threads, queue, contexts))
     proc.start()
     row = queue.get()
     proc.join()

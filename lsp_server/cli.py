@@ -21,6 +21,7 @@ def _models_build(args: argparse.Namespace) -> int:
         from_hf=args.from_hf,
         tiny=args.tiny,
         force=args.force,
+        block_size=args.block_size,
     )
     result = build(request, quiet=args.quiet)
     if not result.built:
@@ -175,6 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--tiny", action="store_true", help="a tiny random model for tests")
     b.add_argument("--name", help="model name under $FASTCOMPLETE_HOME/models")
     b.add_argument("--force", action="store_true", help="rebuild even if a valid build exists")
+    b.add_argument(
+        "--block-size",
+        type=int,
+        choices=(16, 32, 64, 128),
+        default=32,
+        help="fast model's 8-bit block size: 32 (default) keeps the most quality, 128 prefills "
+        "~30%% faster",
+    )
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.set_defaults(func=_models_build)
 

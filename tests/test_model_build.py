@@ -67,6 +67,27 @@ def test_second_build_is_a_no_op_and_force_rebuilds(home_with_tiny: Path) -> Non
     assert not list(models_dir().glob(".*")), "no temporary or old folders left behind"
 
 
+def test_block_size_is_recorded_and_a_different_one_rebuilds(home_with_tiny: Path) -> None:
+    import onnx
+
+    out = _cli("models", "build", "--tiny", "--quiet", "--block-size", "64", home=home_with_tiny)
+    assert out.returncode == 0, out.stderr
+    fast = models_dir() / TINY_NAME / "fast"
+    assert read_manifest(fast).quantization["block_size"] == 64  # rebuilt: it was 32
+    graph = onnx.load(str(fast / "model.onnx"), load_external_data=False).graph
+    blocks = {
+        a.i
+        for n in graph.node
+        if n.op_type == "MatMulNBits"
+        for a in n.attribute
+        if a.name == "block_size"
+    }
+    assert blocks == {64}
+    assert build(BuildRequest(tiny=True, block_size=64), quiet=True).built is False
+    assert build(BuildRequest(tiny=True), quiet=True).built is True  # back to the default 32
+    assert read_manifest(fast).quantization["block_size"] == 32
+
+
 def test_failed_build_leaves_nothing_and_keeps_the_previous_model(
     home_with_tiny: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
