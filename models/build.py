@@ -64,7 +64,7 @@ class BuildRequest:
     from_hf: Path | None = None
     tiny: bool = False
     force: bool = False
-    # MatMulNBits block size of the fast model. 32 keeps the most quality; 128 prefills ~30% faster
+    # MatMulNBits block size of the fast model. 32 keeps the most quality; 128 prefills ~25% faster
     # with a larger NLL gap (README, "Fast model block size"); the agreement gate applies to both.
     block_size: int = NBitsScheme.block_size
 
