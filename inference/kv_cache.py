@@ -101,11 +101,11 @@ class KVPool:
                 held = max(
                     (common_prefix(s.tokens, prompt) for s in self.slots if s.leased), default=0
                 )
-                free = [s for s in self.slots if not s.leased]
+                free = [(common_prefix(s.tokens, prompt), s) for s in self.slots if not s.leased]
                 # Longest shared prefix first; among equals, the least recently used is sacrificed.
-                ranked = sorted(free, key=lambda s: (-common_prefix(s.tokens, prompt), s.last_used))
-                best = ranked[0] if ranked else None
-                reused = common_prefix(best.tokens, prompt) if best else 0
+                reused, best = max(
+                    free, key=lambda pair: (pair[0], -pair[1].last_used), default=(0, None)
+                )
                 left = deadline - time.monotonic()
                 if held > reused + WAIT_FOR_TOKENS and left > 0:
                     self._lock.wait(left)

@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from models.export import NBitsScheme
+
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
@@ -180,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--block-size",
         type=int,
         choices=(16, 32, 64, 128),
-        default=32,
+        default=NBitsScheme.block_size,
         help="fast model's 8-bit block size: 32 (default) keeps the most quality, 128 prefills "
         "~25%% faster",
     )
