@@ -66,7 +66,8 @@ class GenerationResult:
     text: str = ""
     token_ids: list[int] = field(default_factory=list)
     finish: Finish = Finish.LENGTH
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # after trimming to the KV slot
+    trimmed_tokens: int = 0  # cut from the prompt's start so that it fits the KV slot
     reused_tokens: int = 0
     prefill_s: float = 0.0
     ttft_s: float | None = None  # request start -> first token chosen
@@ -85,6 +86,24 @@ class GenerationResult:
         if self.ttft_s is None or self.new_tokens < 2:
             return None
         return (self.total_s - self.ttft_s) / (self.new_tokens - 1)
+
+
+def fit_prompt(ids: list[int], model: Model, config: GenerationConfig) -> list[int]:
+    """The prompt's end, trimmed so that it and the tokens asked for fit one KV slot.
+
+    A prompt that fills the slot would otherwise end as "length" with nothing generated. The end
+    is kept because it is what the continuation depends on; a leading BOS stays in front. The
+    tokens asked for get at most half the slot: a request for more fills the slot and ends as
+    "length" then, never before its first token.
+    """
+    capacity = model.pool.capacity_tokens
+    limit = max(1, capacity - min(max(config.max_new_tokens, 0), capacity // 2) - 1)
+    if len(ids) <= limit:
+        return ids
+    bos = model.tokenizer.bos_token_id
+    if bos is not None and ids[0] == bos:
+        return [bos, *ids[len(ids) - limit + 1 :]]
+    return ids[len(ids) - limit :]
 
 
 class _Stop(Exception):
@@ -108,11 +127,13 @@ class Generation:
         if max(prompt_ids) >= model.spec.vocab_size or min(prompt_ids) < 0:
             raise ValueError("prompt has token ids outside the model's vocabulary")
         self.model = model
-        self.prompt = list(prompt_ids)
+        self.prompt = fit_prompt(list(prompt_ids), model, config)
         self.config = config
         self.cancel = cancel or threading.Event()
         self.pause = pause  # blocks while higher-priority work runs (completions pre-empt explain)
-        self.result = GenerationResult(prompt_tokens=len(prompt_ids))
+        self.result = GenerationResult(
+            prompt_tokens=len(self.prompt), trimmed_tokens=len(prompt_ids) - len(self.prompt)
+        )
         self._rng = np.random.default_rng(config.seed)
         self._emitted = ""  # text already yielded
         self._holdback = max((len(s) for s in config.stop_strings), default=1) - 1
@@ -165,7 +186,7 @@ class Generation:
             token = self._choose(logits[-1])
             while True:
                 yield from self._accept(token)
-                drafts = self._drafts()
+                drafts = self._drafts(slot.capacity - len(slot) - 1)
                 base = len(slot)
                 logits = self._forward(slot, [token, *drafts], 1 + len(drafts))
                 kept = 0
@@ -209,12 +230,13 @@ class Generation:
         else:
             self._k = max(1, self._k - 1)
 
-    def _drafts(self) -> list[int]:
+    def _drafts(self, slot_room: int) -> list[int]:
+        """Guesses to verify beside the next token; `slot_room`: how many the KV slot still takes."""
         if self.config.draft_tokens <= 0 or self.config.temperature > 0:
             return []
         if self._remaining_constraint():
             return []  # drafts would bypass the constraint on the next tokens
-        room = self.config.max_new_tokens - self.result.new_tokens - 1
+        room = min(self.config.max_new_tokens - self.result.new_tokens - 1, slot_room)
         k = min(self._k, room)
         context = self.prompt + self.result.token_ids
         drafts = lookup.draft(context, k)
@@ -263,13 +285,3 @@ class Generation:
         if self.config.stop_at_newline and "\n" in text:
             cuts.append(text.index("\n"))
         return text[: min(cuts)] if cuts else text.rstrip("\ufffd")
-
-
-def generate(
-    model: Model,
-    prompt_ids: list[int],
-    config: GenerationConfig = GenerationConfig(),
-    cancel: threading.Event | None = None,
-) -> Iterator[str]:
-    """Text pieces as they are generated (see `Generation` for the timings and finish reason)."""
-    return iter(Generation(model, prompt_ids, config, cancel))

@@ -74,6 +74,11 @@ class KVPool:
         self._lock = threading.Condition()
 
     @property
+    def capacity_tokens(self) -> int:
+        """The most tokens one slot holds: prompt and generated tokens together."""
+        return self.config.capacity_tokens
+
+    @property
     def slot_bytes(self) -> int:
         return self.config.capacity_tokens * self.spec.kv_bytes_per_token
 
@@ -146,7 +151,7 @@ class KVPool:
             slot.capacity = self.config.capacity_tokens
         else:
             slot.past = self.spec.empty_past()
-            slot.capacity = 1 << 30
+            slot.capacity = self.config.capacity_tokens
         self.slots.append(slot)
         return slot
 

@@ -11,7 +11,6 @@ from inference.runner import Runner
 from inference.session import SessionConfig, create_session, on_gpu
 from inference.tokenizer import Tokenizer
 from models.manifest import Manifest, ManifestError, check_files, read_manifest
-from models.paths import variant_dir
 
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -85,12 +84,3 @@ def load_model_dir(
     finally:
         pool.release(slot)
     return Model(manifest.name, manifest.variant, manifest, runner, pool, tokenizer)
-
-
-def load_model(
-    name: str,
-    variant: str,
-    session_config: SessionConfig = SessionConfig(),
-    pool_config: PoolConfig = PoolConfig(),
-) -> Model:
-    return load_model_dir(variant_dir(name, variant), session_config, pool_config)

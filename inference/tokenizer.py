@@ -26,9 +26,6 @@ class Tokenizer:
         """The decoded text of one token alone (byte-level tokens may be partial UTF-8)."""
         return self._tok.decode([token_id], skip_special_tokens=False)
 
-    def id_of(self, token: str) -> int | None:
-        return self._tok.token_to_id(token)
-
     @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size()

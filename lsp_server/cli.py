@@ -69,55 +69,95 @@ def _models_verify(args: argparse.Namespace) -> int:
 
 
 def _complete(args: argparse.Namespace) -> int:
+    """One completion through the server's own pipeline, as an editor with FILE open would get."""
+    import contextlib
+    import threading
+    import time
+
     from inference.engine import Engine, EngineConfig
-    from inference.generate import GenerationConfig
-    from inference.router import Task
-    from lsp_server.positions import offset_at
+    from inference.model import ModelLoadError
+    from inference.router import FAST, STANDARD
+    from lsp_server.completion import plan_for_engine, prompt_path, run_completion
+    from lsp_server.settings import Settings
+    from lsp_server.syntax import EXTENSIONS
 
     text = args.file.read_text()
-    prefix = text[: offset_at(text, args.line, args.character)]
-    if not prefix.strip():
-        print("fastcomplete: error: nothing before the cursor to complete from", file=sys.stderr)
-        return EXIT_ERROR
-    rest_of_line = text[len(prefix) :].split("\n", 1)[0]
-    single_line = args.single_line or bool(rest_of_line.strip())
-    engine = Engine(EngineConfig(cache_dir=None if args.no_cache else EngineConfig().cache_dir))
-    config = GenerationConfig(
-        max_new_tokens=args.max_tokens,
-        stop_at_newline=single_line,
-        draft_tokens=args.draft_tokens,
-        deadline_s=args.deadline,
+    language_id = args.language or EXTENSIONS.get(args.file.suffix, "")
+    settings = Settings(
+        fastMode=not args.standard,
+        maxTokens=args.max_tokens,
+        multiline="never" if args.single_line else Settings.multiline,
     )
-    result = engine.generate(Task.COMPLETION, prefix, config, fast_mode=not args.standard)
-    gen = result.generation
+    engine = Engine(EngineConfig(cache_dir=None if args.no_cache else EngineConfig().cache_dir))
+    # Both models loaded first, as the server does after `initialize`: the prompt's budget is in
+    # the answering model's tokens, and a syntax retry on the standard model must not wait on a
+    # load. A model that cannot load leaves the other to answer, as in the server.
+    started = time.perf_counter()
+    for variant in (FAST, STANDARD):
+        with contextlib.suppress(ModelLoadError):
+            engine.load(variant)
+    load_ms = round((time.perf_counter() - started) * 1000, 1)
+    plan = plan_for_engine(
+        engine,
+        text,
+        args.line,
+        args.character,
+        settings,
+        language_id=language_id,
+        path=prompt_path(args.file.resolve().as_uri()),
+    )
+    warm_ms = None
+    if plan.prompt.strip() and not args.cold:
+        # An editor warms the prompt where the cursor rests before the user asks.
+        started = time.perf_counter()
+        engine.warm(plan.prompt, fast_mode=settings.fastMode, cancel=threading.Event())
+        warm_ms = round((time.perf_counter() - started) * 1000, 1)
+    done = run_completion(
+        engine, plan, text, language_id, fast_mode=settings.fastMode, cancel=threading.Event()
+    )
+    result = done.result
+    gen = result.generation if result else None
     timings = {
         "prompt_tokens": gen.prompt_tokens if gen else None,
+        "trimmed_tokens": gen.trimmed_tokens if gen else None,
         "reused_tokens": gen.reused_tokens if gen else None,
         "new_tokens": gen.new_tokens if gen else None,
+        "load_ms": load_ms,
+        "warm_ms": warm_ms,
         "ttft_ms": round(gen.ttft_s * 1000, 1) if gen and gen.ttft_s is not None else None,
         "tpot_ms": round(gen.tpot_s * 1000, 1) if gen and gen.tpot_s is not None else None,
         "total_ms": round(gen.total_s * 1000, 1) if gen else 0.0,
+        "deadline_ms": round((plan.config.deadline_s or 0) * 1000),
+    }
+    out = {
+        "text": done.text,
+        "raw_text": result.text if result else "",
+        "model": result.model_id if result else None,
+        "variant": result.variant if result else None,
+        "finish": result.finish.value if result else "empty_prompt",
+        "cached": bool(result and result.cached),
+        "fallback": bool(result and result.fallback),
+        "single_line": plan.site.single_line,
+        "syntax_rejected": done.syntax_rejected,
+        **timings,
     }
     if args.json:
-        out = {
-            "text": result.text,
-            "model": result.model_id,
-            "variant": result.variant,
-            "finish": result.finish.value,
-            "cached": result.cached,
-            "fallback": result.fallback,
-            **timings,
-        }
         print(json.dumps(out, indent=2))
+        return 0
+    if done.text:
+        print(done.text)
     else:
-        print(result.text)
-        print(
-            f"-- {result.model_id} ({result.finish.value}{', cached' if result.cached else ''}"
-            f"{', fallback' if result.fallback else ''}): prompt {timings['prompt_tokens']} tokens, "
-            f"{timings['new_tokens']} new, TTFT {timings['ttft_ms']} ms, "
-            f"TPOT {timings['tpot_ms']} ms, total {timings['total_ms']} ms",
-            file=sys.stderr,
-        )
+        why = "it would add a syntax error" if done.syntax_rejected else "by post-processing"
+        print(f"(nothing shown: the model wrote {out['raw_text']!r}, removed {why})")
+    sys.stdout.flush()  # the text first, then the figures on stderr
+    print(
+        f"-- {out['model']} ({out['finish']}{', cached' if out['cached'] else ''}"
+        f"{', fallback' if out['fallback'] else ''}): prompt {timings['prompt_tokens']} tokens "
+        f"({timings['reused_tokens']} reused), {timings['new_tokens']} new, "
+        f"warm-up {warm_ms} ms, TTFT {timings['ttft_ms']} ms, TPOT {timings['tpot_ms']} ms, "
+        f"total {timings['total_ms']} ms",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -163,6 +203,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lsp_server.settings import Settings
     from models.paths import DEFAULT_MODEL
 
     parser = argparse.ArgumentParser(prog="fastcomplete", description=__doc__)
@@ -224,10 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--character", type=int, required=True, help="0-based UTF-16 column")
     c.add_argument("--json", action="store_true")
     c.add_argument("--standard", action="store_true", help="use the standard model (fast mode off)")
-    c.add_argument("--max-tokens", type=int, default=64)
-    c.add_argument("--single-line", action="store_true", help="stop at the first newline")
-    c.add_argument("--draft-tokens", type=int, default=8, help="prompt-lookup drafts (0: off)")
-    c.add_argument("--deadline", type=float, default=None, help="seconds")
+    c.add_argument("--language", help="LSP languageId (default: from the file extension)")
+    c.add_argument(
+        "--max-tokens", type=int, default=Settings.maxTokens, help="the maxTokens setting"
+    )
+    c.add_argument("--single-line", action="store_true", help='the setting multiline: "never"')
+    c.add_argument("--cold", action="store_true", help="no idle warm-up of the prompt first")
     c.add_argument("--no-cache", action="store_true", help="bypass the completion cache")
     c.set_defaults(func=_complete)
     return parser

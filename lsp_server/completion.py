@@ -115,6 +115,41 @@ def plan_completion(
     return CompletionPlan(prompt, config, Site(line_prefix, line_suffix, single), offset)
 
 
+def prompt_path(uri: str) -> str:
+    """The last parts of a document's path: what the prompt names the file by."""
+    path = uri.split("://", 1)[-1]
+    return "/".join(path.rstrip("/").split("/")[-3:])
+
+
+def plan_for_engine(
+    engine: Engine | None,
+    text: str,
+    line: int,
+    character: int,
+    settings: Settings,
+    *,
+    language_id: str,
+    path: str,
+    snippets: Sequence[Snippet] = (),
+    options: PipelineOptions = PipelineOptions(),
+) -> CompletionPlan:
+    """`plan_completion` with the tokenizer and FIM template of the model that would answer."""
+    model = engine.completion_model(settings.fastMode) if engine else None
+    tokenizer = model.tokenizer if model else None
+    return plan_completion(
+        text,
+        line,
+        character,
+        settings,
+        language_id=language_id,
+        path=path,
+        count_tokens=(lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None,
+        snippets=snippets,
+        fim=model.manifest.fim if model else None,
+        options=options,
+    )
+
+
 def adds_syntax_errors(text: str, offset: int, insert: str, language_id: str) -> bool:
     before = syntax_issues(language_id, text)
     if before is None:

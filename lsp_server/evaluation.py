@@ -8,6 +8,7 @@ completions that add syntax errors, and latency p50/p95.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 import sysconfig
@@ -22,20 +23,12 @@ from inference.router import FAST, STANDARD
 from lsp_server.completion import (
     PipelineOptions,
     adds_syntax_errors,
-    plan_completion,
+    plan_for_engine,
     run_completion,
 )
 from lsp_server.settings import Settings
+from lsp_server.syntax import EXTENSIONS
 
-EXTENSIONS = {
-    ".py": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".ts": "typescript",
-    ".tsx": "typescriptreact",
-    ".go": "go",
-    ".rs": "rust",
-}
 CASES_PER_FILE = 4
 EVAL_SETTINGS = Settings(multiline="never")  # the task is the rest of one line
 MIN_LINE = 16  # characters of code in a line worth cutting
@@ -174,20 +167,17 @@ def evaluate(
     settings: Settings = EVAL_SETTINGS,
 ) -> Scores:
     scores = Scores()
-    model = engine.completion_model(fast_mode)
-    tokenizer = model.tokenizer if model else None
-    count = (lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None
+    settings = dataclasses.replace(settings, fastMode=fast_mode)
     for case in cases:
         started = time.perf_counter()
-        plan = plan_completion(
+        plan = plan_for_engine(
+            engine,
             case.document,
             case.line,
             case.character,
             settings,
             language_id=case.language,
             path="/".join(Path(case.path).parts[-2:]),
-            count_tokens=count,
-            fim=model.manifest.fim if model else None,
             options=options,
         )
         done = run_completion(

@@ -30,10 +30,6 @@ def utf16_to_index(line: str, character: int) -> int:
     return len(line)
 
 
-def index_to_utf16(line: str, index: int) -> int:
-    return utf16_len(line[:index])
-
-
 LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the LSP's line endings, and only those
 _CHUNK = 1 << 16
 

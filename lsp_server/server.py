@@ -32,7 +32,13 @@ from inference.model import ModelLoadError
 from inference.remote import RemoteConfig
 from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
 from lsp_server import __version__
-from lsp_server.completion import Completion, CompletionPlan, plan_completion, run_completion
+from lsp_server.completion import (
+    Completion,
+    CompletionPlan,
+    plan_for_engine,
+    prompt_path,
+    run_completion,
+)
 from lsp_server.context import Snippet
 from lsp_server.jsonrpc import read_frames
 from lsp_server.positions import (
@@ -65,7 +71,6 @@ CMD_TOGGLE = "fastcomplete.toggleFastMode"
 CMD_STATS = "fastcomplete.stats"
 CMD_ACCEPTED = "fastcomplete.accepted"
 CMD_DEBUG_DOCUMENT = "fastcomplete.debugDocument"  # the server's view of a document, for tests
-COMMANDS = [CMD_EXPLAIN, CMD_REFACTOR, CMD_TOGGLE, CMD_STATS, CMD_ACCEPTED]
 WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
 LARGE_DOC_CHARS = 1 << 20  # beyond this, completions look at the text around the cursor only
 AROUND_BEFORE, AROUND_AFTER = 512 << 10, 64 << 10
@@ -276,24 +281,21 @@ class FastcompleteServer(LanguageServer):
                 self._snippets.clear()
             query = "\n".join(text.split("\n")[block * 64 : block * 64 + 64])
             budget = self.settings.contextTokens * 3 // SNIPPET_SHARE
-            sources = {_short_path(u): d.source for u, d in others.items()}
+            sources = {prompt_path(u): d.source for u, d in others.items()}
             self._snippets[key] = pick_snippets(query, sources, budget)
         return self._snippets[key]
 
     def plan(self, snap: Snapshot, position: types.Position) -> CompletionPlan:
         """Raises PositionError. Runs on a worker thread: parsing and token counting."""
-        model = self.engine.completion_model(self.settings.fastMode) if self.engine else None
-        tokenizer = model.tokenizer if model else None
-        return plan_completion(
+        return plan_for_engine(
+            self.engine,
             snap.text,
             position.line,
             position.character,
             self.settings,
             language_id=snap.language_id,
-            path=_short_path(snap.uri),
-            count_tokens=(lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None,
+            path=prompt_path(snap.uri),
             snippets=self.snippets_for(snap.uri, snap.text, position.line),
-            fim=model.manifest.fim if model else None,
         )
 
     def plan_and_run(
@@ -752,12 +754,6 @@ def remote_config(raw: dict[str, Any] | None) -> RemoteConfig | None:
         daily_token_quota=raw.get("dailyTokenQuota", 200_000),
         completions=raw.get("completions", False),
     )
-
-
-def _short_path(uri: str) -> str:
-    """The last parts of a document's path: what the prompt names the file by."""
-    path = uri.split("://", 1)[-1]
-    return "/".join(path.rstrip("/").split("/")[-3:])
 
 
 def _range_json(rng: types.Range) -> dict[str, Any]:

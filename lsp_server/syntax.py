@@ -18,6 +18,17 @@ GRAMMARS: dict[str, tuple[str, str]] = {
     "go": ("tree_sitter_go", "language"),
     "rust": ("tree_sitter_rust", "language"),
 }
+# File extension -> LSP languageId, for callers that have a path and no editor to ask.
+EXTENSIONS: dict[str, str] = {
+    ".py": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".jsx": "javascriptreact",
+    ".ts": "typescript",
+    ".tsx": "typescriptreact",
+    ".go": "go",
+    ".rs": "rust",
+}
 FENCE_NAMES = {
     "javascriptreact": "jsx",
     "typescriptreact": "tsx",

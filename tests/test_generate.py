@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from inference.generate import Finish, Generation, GenerationConfig
+from inference.kv_cache import PoolConfig
 from inference.model import Model, load_model_dir
 from models.paths import VARIANTS
 from models.validate import sample_text
@@ -141,3 +142,31 @@ def test_warm_up_prefills_without_generating(tiny: Model) -> None:
     warm = _run(tiny, ids, max_new_tokens=0)
     assert warm.result.new_tokens == 0 and warm.result.finish is Finish.LENGTH
     assert _run(tiny, [*ids, 42]).result.reused_tokens == len(ids)
+
+
+def test_a_prompt_longer_than_the_kv_slot_keeps_its_end(tiny_model: Path) -> None:
+    """A prompt past the slot's capacity is trimmed from the start, never "length" with nothing."""
+    model = load_model_dir(tiny_model / "fast", pool_config=PoolConfig(capacity_tokens=128))
+    ids = _ids(model)
+    assert len(ids) > 128
+    config = GenerationConfig(max_new_tokens=16, draft_tokens=4)
+    gen = Generation(model, ids, config)
+    gen.run()
+    kept = 128 - 16 - 1
+    assert gen.result.trimmed_tokens == len(ids) - kept
+    assert gen.result.prompt_tokens == kept and gen.prompt == ids[-kept:]
+    # "length" only because all 16 tokens asked for were generated.
+    assert gen.result.finish is not Finish.LENGTH or gen.result.new_tokens == 16
+    # The same end of the prompt, given on its own, continues the same way.
+    alone = Generation(load_model_dir(tiny_model / "fast"), ids[-kept:], config)
+    alone.run()
+    assert alone.result.token_ids == gen.result.token_ids
+
+
+def test_asking_for_more_tokens_than_the_slot_holds_still_generates(tiny_model: Path) -> None:
+    model = load_model_dir(tiny_model / "fast", pool_config=PoolConfig(capacity_tokens=128))
+    gen = Generation(model, _ids(model), GenerationConfig(max_new_tokens=1000, draft_tokens=8))
+    gen.run()
+    assert gen.result.prompt_tokens == 128 - 64 - 1  # the tokens asked for get half the slot
+    if gen.result.finish is Finish.LENGTH:  # the slot filled up: every row was used
+        assert gen.result.prompt_tokens + gen.result.new_tokens >= 127

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lsp.helpers import REAL, SERVER, SERVER_HOME
+from tests.lsp.helpers import SERVER, SERVER_HOME
 from tests.nvim_helpers import GHOST, headless_nvim, wait_for
 
 pytestmark = pytest.mark.real_model
@@ -35,14 +35,16 @@ def nvim(tmp_path: Path, real_model: Path, monkeypatch: pytest.MonkeyPatch):
     yield from headless_nvim(tmp_path, monkeypatch)
 
 
-def test_neovim_shows_and_accepts_an_inline_completion(nvim, tmp_path: Path) -> None:
+def test_neovim_shows_and_accepts_an_inline_completion(
+    nvim, tmp_path: Path, real_model: Path
+) -> None:
     source = tmp_path / "shapes.py"
     source.write_text(
         "import math\n\n\ndef circle_area(radius: float) -> float:\n    return math.pi * radius"
     )
     options = {
-        "fastModelPath": str(REAL / "fast"),
-        "standardModelPath": str(REAL / "standard"),
+        "fastModelPath": str(real_model / "fast"),
+        "standardModelPath": str(real_model / "standard"),
         "debounceMs": 0,
     }
     client_id = nvim.exec_lua(

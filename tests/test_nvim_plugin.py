@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lsp.helpers import REAL, SERVER_HOME
+from tests.lsp.helpers import SERVER_HOME
 from tests.nvim_helpers import GHOST, headless_nvim, wait_for
 
 pytestmark = pytest.mark.real_model
@@ -46,8 +46,8 @@ def nvim(tmp_path: Path, real_model: Path, monkeypatch: pytest.MonkeyPatch):
     editors = headless_nvim(tmp_path, monkeypatch)
     editor = next(editors)
     settings = {
-        "fastModelPath": str(REAL / "fast"),
-        "standardModelPath": str(REAL / "standard"),
+        "fastModelPath": str(real_model / "fast"),
+        "standardModelPath": str(real_model / "standard"),
         "debounceMs": 0,
     }
     editor.exec_lua(

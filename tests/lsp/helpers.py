@@ -5,19 +5,17 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from models.paths import DEFAULT_MODEL, fastcomplete_home
-
 SERVER = [sys.executable, "-m", "lsp_server.cli", "serve"]
 # The server gets a home of its own (its completion cache starts empty every run) and is pointed
-# at the models built in the user's home through settings, as an editor user could do.
+# at the models built in the user's home through settings, as an editor user could do. The models
+# themselves come from the `tiny_model` and `real_model` fixtures: nothing is built at import.
 SERVER_HOME = tempfile.mkdtemp(prefix="fastcomplete-lsp-")
-REAL = fastcomplete_home() / "models" / DEFAULT_MODEL
-TINY = fastcomplete_home() / "models" / "tiny-llama"
 
 
 def config(**env: str) -> ClientServerConfig:
@@ -36,7 +34,7 @@ def capabilities() -> types.ClientCapabilities:
     return caps
 
 
-def model_options(root=REAL, **extra: Any) -> dict[str, Any]:
+def model_options(root: Path, **extra: Any) -> dict[str, Any]:
     return {
         "fastModelPath": str(root / "fast"),
         "standardModelPath": str(root / "standard"),

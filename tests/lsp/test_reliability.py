@@ -15,7 +15,7 @@ import pytest
 import pytest_lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from tests.lsp.helpers import SERVER, TINY, command, inline, model_options, open_doc, start
+from tests.lsp.helpers import SERVER, command, inline, model_options, open_doc, start
 
 SOURCE = "import os\n\n\ndef list_files(root):\n    return sorted(os.listdir(root"
 END = (4, 33)
@@ -27,10 +27,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _broken_copy(kind: str) -> Path:
+def _broken_copy(tiny: Path, kind: str, root: Path) -> Path:
     """A copy of the tiny model whose fast model file is missing, truncated or altered."""
-    root = Path(tempfile.mkdtemp(prefix=f"fc-broken-{kind}-"))
-    shutil.copytree(TINY / "fast", root / "fast")
+    shutil.copytree(tiny / "fast", root / "fast")
     model = root / "fast" / "model.onnx"
     data = model.read_bytes()
     if kind == "missing":
@@ -63,19 +62,21 @@ async def _ready(client: LanguageClient, variants: int = 1) -> dict:
 
 # -- fault injection ----------------------------------------------------------------------------
 
-BROKEN = {kind: _broken_copy(kind) for kind in ("missing", "truncated", "altered")}
-CACHE_BLOCKED_HOME = tempfile.mkdtemp(prefix="fc-cacheblocked-")
-Path(CACHE_BLOCKED_HOME, "cache").write_text("a file where the cache directory should be")
 
-
-@pytest.mark.parametrize("kind", sorted(BROKEN))
-async def test_broken_fast_model_falls_back_to_standard(kind: str) -> None:
+@pytest.mark.parametrize("kind", ["altered", "missing", "truncated"])
+async def test_broken_fast_model_falls_back_to_standard(
+    kind: str, tiny_model: Path, tmp_path: Path
+) -> None:
+    broken = _broken_copy(tiny_model, kind, tmp_path / "broken")
+    cache_blocked_home = tmp_path / "home"
+    cache_blocked_home.mkdir()
+    (cache_blocked_home / "cache").write_text("a file where the cache directory should be")
     config = ClientServerConfig(
-        server_command=SERVER, server_env={"FASTCOMPLETE_HOME": CACHE_BLOCKED_HOME}
+        server_command=SERVER, server_env={"FASTCOMPLETE_HOME": str(cache_blocked_home)}
     )
     client = await config.start()
     try:
-        await start(client, model_options(TINY, fastModelPath=str(BROKEN[kind] / "fast")))
+        await start(client, model_options(tiny_model, fastModelPath=str(broken / "fast")))
         expected = {"missing": "missing", "truncated": "truncated", "altered": "sha256"}[kind]
         load_errors = await _messages(client, expected)
         assert len(load_errors) == 1 and "fastcomplete models build --force" in load_errors[0]
@@ -136,11 +137,11 @@ SECRET = "sk-live-" + "7" * 32
         },
     )
 )
-async def client(lsp_client: LanguageClient):
+async def client(lsp_client: LanguageClient, tiny_model: Path):
     await start(
         lsp_client,
         model_options(
-            TINY,
+            tiny_model,
             remote={
                 "url": f"http://127.0.0.1:{DEAD_PORT}/v1",
                 "model": "smollm2",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 
 import pytest
 import pytest_lsp
@@ -42,8 +43,8 @@ SOURCE = (
 
 
 @pytest_lsp.fixture(config=config())
-async def client(lsp_client: LanguageClient):
-    await start(lsp_client, model_options())
+async def client(lsp_client: LanguageClient, real_model: Path):
+    await start(lsp_client, model_options(real_model))
     await wait_ready(lsp_client)
     yield
     await lsp_client.shutdown_session()

@@ -7,6 +7,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
@@ -29,15 +30,14 @@ def _proc_status(pid: int) -> dict[str, int]:
 
 
 @pytest_lsp.fixture(config=config())
-async def client(lsp_client: LanguageClient):
-    from tests.lsp.helpers import TINY
-
-    await start(lsp_client, model_options(TINY, maxTokens=8))
+async def client(lsp_client: LanguageClient, tiny_model: Path):
+    await start(lsp_client, model_options(tiny_model, maxTokens=8))
     await wait_ready(lsp_client)
     yield
     await lsp_client.shutdown_session()
 
 
+@pytest.mark.slow
 async def test_a_day_of_typing_stays_bounded(client: LanguageClient) -> None:
     pid = client._server.pid  # the `fastcomplete serve` process
     stdlib = Path(sysconfig.get_paths()["stdlib"])
