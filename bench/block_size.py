@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from bench.engine import run_isolated
-from models.manifest import read_manifest
-from models.paths import model_dir
+from inference.manifest import read_manifest
+from inference.paths import model_dir
 
 KEYS = ("prefill_1024_ms", "decode_256_ms", "decode_512_ms")
 

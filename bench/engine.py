@@ -238,8 +238,8 @@ def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> int:
+    from inference.paths import DEFAULT_MODEL, model_dir
     from inference.session import default_threads
-    from models.paths import DEFAULT_MODEL, model_dir
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default=DEFAULT_MODEL)

@@ -31,8 +31,8 @@ from typing import Any
 
 from lsprotocol import types
 
+from inference.paths import DEFAULT_MODEL, model_dir
 from lsp_server.demo import DemoClient, client_capabilities
-from models.paths import DEFAULT_MODEL, model_dir
 
 FILES = {"50 lines": ("textwrap.py", 50), "2000 lines": ("argparse.py", 2000)}
 

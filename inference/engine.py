@@ -12,16 +12,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from inference.chat import render_chat
 from inference.completion_cache import CompletionCache, cache_key
+from inference.errors import ModelLoadError, NoModel
 from inference.generate import Finish, Generation, GenerationConfig, GenerationResult
 from inference.healing import heal
 from inference.kv_cache import PoolConfig
 from inference.metrics import Metrics
-from inference.model import Model, ModelLoadError, load_model_dir
+from inference.model import Model, load_model_dir
+from inference.paths import DEFAULT_MODEL, fastcomplete_home, variant_dir
 from inference.remote import RemoteConfig, RemoteModel
-from inference.router import FAST, REMOTE, STANDARD, NoModel, Router, Task
+from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
 from inference.session import SessionConfig
-from models.paths import DEFAULT_MODEL, fastcomplete_home, variant_dir
 
 WARM_CHUNK = 64  # a keystroke arriving mid-warm-up waits for at most one such chunk
 CACHEABLE = frozenset({Finish.EOS, Finish.STOP, Finish.NEWLINE, Finish.LENGTH})
@@ -45,6 +47,14 @@ class EngineConfig:
     verify_hashes: bool = False  # sha256 of every model file at load time
 
 
+@dataclass(frozen=True)
+class Tokens:
+    """Prompt ids made by one tokenizer: reused by any model with that tokenizer (no re-encode)."""
+
+    tokenizer: str  # Model.tokenizer_id
+    ids: tuple[int, ...]
+
+
 @dataclass
 class EngineResult:
     text: str
@@ -52,8 +62,12 @@ class EngineResult:
     model_id: str
     finish: Finish
     cached: bool
-    fallback: bool
-    generation: GenerationResult | None  # None for cache hits
+    fallback_reason: str | None  # why the route's first model did not serve; None when it did
+    generation: GenerationResult | None  # None for cache hits and remote answers
+
+    @property
+    def fallback(self) -> bool:
+        return self.fallback_reason is not None
 
 
 def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
@@ -96,11 +110,15 @@ class Engine:
         except NoModel as exc:
             raise ModelLoadError(str(exc)) from exc
 
-    def completion_model(self, fast_mode: bool = True) -> Model | None:
-        """The loaded model that would serve a completion, for its tokenizer and FIM template."""
-        for variant in (FAST, STANDARD) if fast_mode else (STANDARD, FAST):
+    def route(self, task: Task, fast_mode: bool = True) -> Route:
+        return self.router.route(task, fast_mode)
+
+    def planning_model(self, route: Route) -> Model | None:
+        """The loaded local model that would serve first on `route`: planning counts and
+        encodes the prompt with its tokenizer, and uses its FIM template."""
+        for variant in route.order:
             model = self.router.loaded(variant)
-            if model is not None:
+            if isinstance(model, Model) and self.router.breakers[variant].allow():
                 return model
         return None
 
@@ -111,38 +129,49 @@ class Engine:
         config: GenerationConfig = GenerationConfig(),
         *,
         fast_mode: bool = True,
+        route: Route | None = None,
+        tokens: Tokens | None = None,
         cancel: threading.Event | None = None,
         on_text: Callable[[str], None] | None = None,
         pause: Callable[[], None] | None = None,
         messages: list[dict[str, str]] | None = None,
     ) -> EngineResult:
-        """Run one request. `on_text` receives the text so far (it restarts on a fallback).
+        """Run one request on `route` (default: the task's route in this mode).
 
-        `messages` is the chat form of `prompt`, for a remote endpoint's chat API.
+        `tokens`: `prompt` already encoded (by a planner); used by a model with that tokenizer.
+        `messages`: a chat; a local model renders it with its own chat template (and `prompt`
+        is ignored), a remote endpoint gets it as it is. `on_text` receives the text so far (it
+        restarts on a fallback).
         """
         cancel = cancel or threading.Event()
+        route = route or self.route(task, fast_mode)
 
         def work(model: Any, variant: str) -> EngineResult:
             if isinstance(model, RemoteModel):
                 chat = messages or [{"role": "user", "content": str(prompt)}]
                 return self._generate_remote(model, chat, config, cancel, on_text)
-            return self._generate_on(model, variant, prompt, config, cancel, on_text, pause)
+            if messages is not None:
+                ids = model.tokenizer.encode(render_chat(model.manifest.chat_template, messages))
+            elif tokens is not None and tokens.tokenizer == model.tokenizer_id:
+                ids = list(tokens.ids)
+            else:
+                ids = model.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+            return self._generate_on(model, variant, ids, config, cancel, on_text, pause)
 
-        result, _, fallback = self.router.run(task, fast_mode, work)
-        result.fallback = fallback
+        result, _, reason = self.router.run(route, work)
+        result.fallback_reason = reason
         return result
 
     def _generate_on(
         self,
         model: Model,
         variant: str,
-        prompt: str | list[int],
+        ids: list[int],
         config: GenerationConfig,
         cancel: threading.Event,
         on_text: Callable[[str], None] | None,
         pause: Callable[[], None] | None = None,
     ) -> EngineResult:
-        ids = model.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         if config.heal and not config.constraint:
             healed = heal(ids, model.tokenizer)
             ids, config = healed.ids, replace(config, constraint=healed.prefix)
@@ -154,7 +183,7 @@ class Engine:
             self.metrics.count(mid, "cache_hits")
             if on_text:
                 on_text(hit["text"])
-            return EngineResult(hit["text"], variant, mid, Finish(hit["finish"]), True, False, None)
+            return EngineResult(hit["text"], variant, mid, Finish(hit["finish"]), True, None, None)
         generation = Generation(model, ids, config, cancel, pause)
         text = ""
         try:
@@ -169,7 +198,7 @@ class Engine:
         self._record(mid, res)
         if res.finish in CACHEABLE and config.max_new_tokens > 0:
             self.cache.put(key, {"text": res.text, "finish": res.finish.value})
-        return EngineResult(res.text, variant, mid, res.finish, False, False, res)
+        return EngineResult(res.text, variant, mid, res.finish, False, None, res)
 
     def _generate_remote(
         self,
@@ -197,7 +226,7 @@ class Engine:
             tpot_s=None,
             total_s=res.total_s,
         )
-        return EngineResult(res.text, REMOTE, mid, res.finish, False, False, None)
+        return EngineResult(res.text, REMOTE, mid, res.finish, False, None, None)
 
     def _record(self, model_id: str, res: GenerationResult) -> None:
         if res.finish is Finish.CANCELLED:
@@ -216,17 +245,22 @@ class Engine:
             accepted=res.accepted,
         )
 
-    def warm(self, prompt: str, *, fast_mode: bool, cancel: threading.Event) -> int:
-        """Prefill `prompt` into the KV cache of the model that would complete there (idle time).
+    def warm(
+        self, route: Route, prompt: str, tokens: Tokens | None, cancel: threading.Event
+    ) -> int:
+        """Prefill `prompt` into the KV cache of the model that would serve `route` (idle time).
 
         Returns how many tokens were computed (0 when already cached). Not counted as a request.
         """
-        model = self.completion_model(fast_mode)
+        model = self.planning_model(route)
         if model is None:
             return 0
+        if tokens is not None and tokens.tokenizer == model.tokenizer_id:
+            ids = list(tokens.ids)
+        else:
+            ids = model.tokenizer.encode(prompt)
         config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK)
-        gen = Generation(model, model.tokenizer.encode(prompt), config, cancel)
-        result = gen.run()
+        result = Generation(model, ids, config, cancel).run()
         computed = result.prompt_tokens - result.reused_tokens
         self.metrics.event("warmups")
         self.metrics.event("warmup_tokens", computed)

@@ -5,19 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.errors import ModelLoadError
 from inference.graph import GraphSpec, inspect_graph
 from inference.kv_cache import KVPool, PoolConfig
+from inference.manifest import Manifest, ManifestError, check_files, read_manifest
 from inference.runner import Runner
 from inference.session import SessionConfig, create_session, on_gpu
 from inference.tokenizer import Tokenizer
-from models.manifest import Manifest, ManifestError, check_files, read_manifest
 
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
-
-
-class ModelLoadError(Exception):
-    """A model could not be loaded; the message names the file and the command that fixes it."""
 
 
 @dataclass
@@ -32,6 +29,12 @@ class Model:
     @property
     def model_id(self) -> str:
         return f"{self.name}/{self.variant}"
+
+    @property
+    def tokenizer_id(self) -> str:
+        """Equal for models whose prompts encode to the same ids (the tokenizer file's sha256)."""
+        entry = self.manifest.files.get(TOKENIZER_FILE)
+        return entry.sha256 if entry else self.model_id
 
     @property
     def spec(self) -> GraphSpec:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from inference.errors import ModelFailure
 from inference.generate import Finish, GenerationConfig
 
 
-class RemoteError(Exception):
+class RemoteError(ModelFailure):
     """The remote endpoint failed: down, slow, an error status, or a malformed answer."""
 
 

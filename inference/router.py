@@ -1,9 +1,10 @@
 """Which model serves a request: fast or standard, with fallback and a circuit breaker per model.
 
 Completions go to the fast model in fast mode, to the standard model otherwise; explain and
-refactor always prefer the standard model. A model that fails to load or raises is skipped in
-favour of the other; after `threshold` consecutive failures its breaker opens and keeps it out
-for `cooldown_s`, then one trial request is let through (half-open).
+refactor always prefer the standard model. A model that fails (ModelFailure: ORT raised, a file is
+corrupt, a remote broke) is skipped in favour of the next; after `threshold` consecutive failures
+its breaker opens and keeps it out for `cooldown_s`, then one trial request is let through
+(half-open). Any other exception is a bug in our code: it propagates, with its traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, TypeVar
 
+from inference.errors import ModelFailure, NoModel
 from inference.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -35,11 +37,7 @@ class Task(str, Enum):
 
 
 class RoutingError(Exception):
-    """No model could serve the request; the message carries the last model's error."""
-
-
-class NoModel(Exception):
-    """Raised by a loader for a model that does not exist: skip it quietly, do not trip a breaker."""
+    """No model could serve the request; the message carries each model's reason."""
 
 
 def preference(task: Task, fast_mode: bool, remote_completions: bool = False) -> tuple[str, ...]:
@@ -50,6 +48,25 @@ def preference(task: Task, fast_mode: bool, remote_completions: bool = False) ->
     if task is Task.COMPLETION and not remote_completions:
         return (STANDARD, FAST)
     return (REMOTE, STANDARD, FAST)
+
+
+@dataclass(frozen=True)
+class Route:
+    """The one decision of which models serve a request, in order; made once, carried along."""
+
+    task: Task
+    order: tuple[str, ...]
+
+    @property
+    def preferred(self) -> str:
+        return self.order[0]
+
+    def quality_retry(self, served: str) -> Route | None:
+        """Where to ask again when `served` gave an answer the caller cannot use (a completion
+        that breaks the syntax): the standard model after the fast one, else nowhere."""
+        if self.task is Task.COMPLETION and served == FAST and STANDARD in self.order:
+            return Route(self.task, (STANDARD,))
+        return None
 
 
 @dataclass
@@ -94,29 +111,43 @@ class Router(Generic[M]):
         self._loaders = loaders
         self.remote_completions = remote_completions
         self._models: dict[str, M] = {}
-        self._load_lock = threading.Lock()
+        self._load_locks = {v: threading.Lock() for v in loaders}
         self._lock = threading.Lock()
         self.metrics = metrics
         self.breakers = {v: CircuitBreaker(threshold, cooldown_s, clock=clock) for v in loaders}
-        self.last_errors: dict[str, str] = {}
+
+    def route(self, task: Task, fast_mode: bool) -> Route:
+        wanted = preference(task, fast_mode, self.remote_completions)
+        return Route(task, tuple(v for v in wanted if v in self._loaders))
 
     def loaded(self, variant: str) -> M | None:
         return self._models.get(variant)
 
-    def model(self, variant: str) -> M:
-        """The variant's model, loading it on first use (one load at a time)."""
-        with self._load_lock:
+    def model(self, variant: str, wait: bool = True) -> M:
+        """The variant's model, loading it on first use. A loaded model is returned without a
+        lock; with `wait=False` a model another thread is loading raises NoModel at once, so a
+        completion never waits on the standard model's load."""
+        model = self._models.get(variant)
+        if model is not None:
+            return model
+        lock = self._load_locks[variant]
+        if not lock.acquire(blocking=wait):
+            raise NoModel("still loading")
+        try:
             if variant not in self._models:
                 self._models[variant] = self._loaders[variant]()
             return self._models[variant]
+        finally:
+            lock.release()
 
-    def run(self, task: Task, fast_mode: bool, work: Callable[[M, str], T]) -> tuple[T, str, bool]:
-        """Run `work(model, variant)` on the first model that can serve; (result, variant, fallback)."""
-        wanted = preference(task, fast_mode, self.remote_completions)
-        order = [v for v in wanted if v in self._loaders]
-        self.metrics.event(f"route.{task.value}.{order[0]}")
+    def run(self, route: Route, work: Callable[[M, str], T]) -> tuple[T, str, str | None]:
+        """Run `work(model, variant)` on the first model of the route that can serve:
+        (result, variant, why the models before it could not, or None when the first served)."""
+        if not route.order:
+            raise RoutingError("no model configured")
+        self.metrics.event(f"route.{route.task.value}.{route.preferred}")
         errors: list[str] = []
-        for position, variant in enumerate(order):
+        for variant in route.order:
             breaker = self.breakers[variant]
             with self._lock:
                 allowed = breaker.allow()
@@ -125,25 +156,24 @@ class Router(Generic[M]):
                 errors.append(f"{variant}: circuit open after repeated failures")
                 continue
             try:
-                model = self.model(variant)
+                model = self.model(variant, wait=route.task is not Task.COMPLETION)
                 result = work(model, variant)
             except NoModel as exc:
                 errors.append(f"{variant}: {exc}")
                 continue
-            except Exception as exc:
+            except ModelFailure as exc:
                 self._failed(variant, exc)
                 errors.append(f"{variant}: {exc}")
                 continue
             with self._lock:
                 breaker.success()
-            if position > 0:
-                self.metrics.event(f"fallback.{order[0]}_to_{variant}")
-            return result, variant, position > 0
-        raise RoutingError("; ".join(errors) or "no model configured")
+            if errors:
+                self.metrics.event(f"fallback.{route.preferred}_to_{variant}")
+            return result, variant, "; ".join(errors) or None
+        raise RoutingError("; ".join(errors))
 
     def _failed(self, variant: str, exc: Exception) -> None:
         log.warning("%s model failed: %s", variant, exc)
-        self.last_errors[variant] = str(exc)
         self.metrics.event(f"failure.{variant}")
         with self._lock:
             opened = self.breakers[variant].failure()

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import onnxruntime as ort
 
+from inference.errors import ModelFailure
 from inference.graph import GraphSpec
 from inference.kv_cache import KVSlot
 
@@ -49,10 +50,13 @@ class Runner:
                 f"{len(slot) + len(ids)} tokens exceed the KV capacity of {slot.capacity}"
             )
         with self.lock:
-            if slot.buffers is not None:
-                logits = self._forward_shared(slot, ids, num_logits)
-            else:
-                logits = self._forward_growing(slot, ids, num_logits)
+            try:
+                if slot.buffers is not None:
+                    logits = self._forward_shared(slot, ids, num_logits)
+                else:
+                    logits = self._forward_growing(slot, ids, num_logits)
+            except Exception as exc:  # ORT's own error types: the model failed, not our code
+                raise ModelFailure(f"forward pass failed ({type(exc).__name__}: {exc})") from exc
         slot.tokens.extend(ids)
         return logits
 

@@ -75,9 +75,10 @@ def _complete(args: argparse.Namespace) -> int:
     import time
 
     from inference.engine import Engine, EngineConfig
-    from inference.model import ModelLoadError
+    from inference.errors import ModelLoadError
     from inference.router import FAST, STANDARD
-    from lsp_server.completion import plan_for_engine, prompt_path, run_completion
+    from lsp_server.completion import plan_for_engine, run_completion
+    from lsp_server.context import prompt_path
     from lsp_server.settings import Settings
     from lsp_server.syntax import EXTENSIONS
 
@@ -110,11 +111,9 @@ def _complete(args: argparse.Namespace) -> int:
     if plan.prompt.strip() and not args.cold:
         # An editor warms the prompt where the cursor rests before the user asks.
         started = time.perf_counter()
-        engine.warm(plan.prompt, fast_mode=settings.fastMode, cancel=threading.Event())
+        engine.warm(plan.route, plan.prompt, plan.tokens, threading.Event())
         warm_ms = round((time.perf_counter() - started) * 1000, 1)
-    done = run_completion(
-        engine, plan, text, language_id, fast_mode=settings.fastMode, cancel=threading.Event()
-    )
+    done = run_completion(engine, plan, text, language_id, cancel=threading.Event())
     result = done.result
     gen = result.generation if result else None
     timings = {
@@ -167,7 +166,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     # stdout carries the protocol: logs go to stderr (the editor's log) and a rotating file.
     setup_logging(args.verbose, args.log_file)
-    serve(tcp=args.tcp, metrics_port=args.metrics_port)
+    serve(tcp=args.tcp, metrics_port=args.metrics_port, allow_remote=args.allow_remote_host)
     return 0
 
 
@@ -203,8 +202,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from inference.paths import DEFAULT_MODEL
     from lsp_server.settings import Settings
-    from models.paths import DEFAULT_MODEL
 
     parser = argparse.ArgumentParser(prog="fastcomplete", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -240,6 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     srv = sub.add_parser("serve", help="run the language server (LSP over stdio)")
     srv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    srv.add_argument(
+        "--allow-remote-host",
+        action="store_true",
+        help="allow --tcp on an address other machines can reach (your code crosses the network)",
+    )
     srv.add_argument("--verbose", action="store_true", help="debug logging (message bodies too)")
     srv.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT")
     srv.add_argument(
@@ -277,11 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _known_errors() -> tuple[type[Exception], ...]:
-    from inference.model import ModelLoadError
+    from inference.errors import ModelLoadError
+    from inference.manifest import ManifestError
     from inference.router import RoutingError
     from lsp_server.positions import PositionError
+    from lsp_server.service import BadRequest
     from models.build import BuildError
-    from models.manifest import ManifestError
     from models.source import SourceError
     from models.validate import ValidationError
 
@@ -293,6 +298,7 @@ def _known_errors() -> tuple[type[Exception], ...]:
         ModelLoadError,
         RoutingError,
         PositionError,
+        BadRequest,
     )
 
 

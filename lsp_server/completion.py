@@ -1,6 +1,8 @@
-"""The completion pipeline shared by the server and `fastcomplete eval`, as plain functions:
-document + cursor -> context and settings (`plan_completion`) -> engine -> post-processing and a
-syntax check (`run_completion`)."""
+"""The completion pipeline shared by the server, `fastcomplete complete` and `fastcomplete eval`,
+as plain functions: document + cursor -> a plan (`plan_completion`: context, the route of models,
+the prompt's token ids, generation settings) -> engine -> post-processing and a syntax check
+(`run_completion`). Every decision is made once, in the plan, and carried forward.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +11,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from inference.engine import Engine, EngineResult
+from tree_sitter import Tree
+
+from inference.engine import Engine, EngineResult, Tokens
 from inference.generate import GenerationConfig
-from inference.router import Task
-from lsp_server.context import Snippet, build_context, window_start
+from inference.manifest import FimTemplate
+from inference.router import Route, RoutingError, Task
+from lsp_server.context import AboveWindow, Snippet, build_context, window_start
+from lsp_server.documents import edit_tree
 from lsp_server.positions import offset_at
 from lsp_server.postprocess import MINIMAL, RULES, Site, postprocess
 from lsp_server.settings import Settings
-from lsp_server.syntax import syntax_issues
-from models.manifest import FimTemplate
+from lsp_server.syntax import parser_for, tree_issues
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
 CHARS_PER_TOKEN = 3  # only when no tokenizer is loaded yet
@@ -43,6 +48,8 @@ class CompletionPlan:
     config: GenerationConfig
     site: Site
     offset: int
+    route: Route | None = None  # which models serve, in order (None: plan made without an engine)
+    tokens: Tokens | None = None  # `prompt` encoded by the first loaded model of the route
 
 
 @dataclass
@@ -77,8 +84,10 @@ def plan_completion(
     snippets: Sequence[Snippet] = (),
     fim: FimTemplate | None = None,
     options: PipelineOptions = PipelineOptions(),
+    tree: Tree | None = None,
+    above: AboveWindow | None = None,
 ) -> CompletionPlan:
-    """Raises PositionError for a position outside the document."""
+    """Raises PositionError for a position outside the document. `tree`: `text` parsed."""
     offset = offset_at(text, line, character)
     line_prefix = text[:offset].rsplit("\n", 1)[-1]
     line_suffix = text[offset:].split("\n", 1)[0].removesuffix("\r")
@@ -94,6 +103,8 @@ def plan_completion(
             snippets=snippets,
             fim=fim,
             header=options.header,
+            tree=tree,
+            above=above,
         )
         prompt, in_string = ctx.prompt, ctx.in_string_or_comment
     else:
@@ -115,12 +126,6 @@ def plan_completion(
     return CompletionPlan(prompt, config, Site(line_prefix, line_suffix, single), offset)
 
 
-def prompt_path(uri: str) -> str:
-    """The last parts of a document's path: what the prompt names the file by."""
-    path = uri.split("://", 1)[-1]
-    return "/".join(path.rstrip("/").split("/")[-3:])
-
-
 def plan_for_engine(
     engine: Engine | None,
     text: str,
@@ -132,11 +137,15 @@ def plan_for_engine(
     path: str,
     snippets: Sequence[Snippet] = (),
     options: PipelineOptions = PipelineOptions(),
+    tree: Tree | None = None,
+    above: AboveWindow | None = None,
 ) -> CompletionPlan:
-    """`plan_completion` with the tokenizer and FIM template of the model that would answer."""
-    model = engine.completion_model(settings.fastMode) if engine else None
+    """The plan with its route decided and its prompt encoded once, by the model that serves
+    first on that route (its tokenizer counts the budget; its FIM template shapes the prompt)."""
+    route = engine.route(Task.COMPLETION, settings.fastMode) if engine else None
+    model = engine.planning_model(route) if engine and route else None
     tokenizer = model.tokenizer if model else None
-    return plan_completion(
+    plan = plan_completion(
         text,
         line,
         character,
@@ -147,15 +156,30 @@ def plan_for_engine(
         snippets=snippets,
         fim=model.manifest.fim if model else None,
         options=options,
+        tree=tree,
+        above=above,
     )
+    tokens = None
+    if model is not None and plan.prompt.strip():
+        tokens = Tokens(model.tokenizer_id, tuple(model.tokenizer.encode(plan.prompt)))
+    return replace(plan, route=route, tokens=tokens)
 
 
-def adds_syntax_errors(text: str, offset: int, insert: str, language_id: str) -> bool:
-    before = syntax_issues(language_id, text)
-    if before is None:
+def adds_syntax_errors(
+    text: str, offset: int, insert: str, language_id: str, tree: Tree | None = None
+) -> bool:
+    """Whether inserting `insert` at `offset` adds syntax errors. With the document's `tree`,
+    this is one incremental parse of the edited text; without, two full parses."""
+    parser = parser_for(language_id)
+    if parser is None:
         return False  # no grammar: nothing to check against
-    after = syntax_issues(language_id, text[:offset] + insert + text[offset:])
-    return len(after or []) > len(before)
+    if tree is None:
+        tree = parser.parse(text.encode("utf-8"))
+    after_text = text[:offset] + insert + text[offset:]
+    edited = tree.copy()
+    edit_tree(edited, text, offset, offset, insert)
+    after = parser.parse(after_text.encode("utf-8"), edited)
+    return len(tree_issues(after)) > len(tree_issues(tree))
 
 
 def run_completion(
@@ -164,34 +188,40 @@ def run_completion(
     text: str,
     language_id: str,
     *,
-    fast_mode: bool,
     cancel: threading.Event,
     options: PipelineOptions = PipelineOptions(),
+    tree: Tree | None = None,
 ) -> Completion:
     """Generate, post-process and check one completion (on a worker thread)."""
     started = time.perf_counter()
     if not plan.prompt.strip():
         return Completion("", None)  # nothing to continue from: not a question for a model
     rules = RULES if options.postprocess else MINIMAL
+    route = plan.route or engine.route(Task.COMPLETION)
     result = engine.generate(
-        Task.COMPLETION, plan.prompt, plan.config, fast_mode=fast_mode, cancel=cancel
+        Task.COMPLETION, plan.prompt, plan.config, route=route, tokens=plan.tokens, cancel=cancel
     )
     shown = postprocess(result.text, plan.site, rules)
     if not shown or not options.syntax_check:
         return Completion(shown, result)
-    if not adds_syntax_errors(text, plan.offset, shown, language_id):
+    if not adds_syntax_errors(text, plan.offset, shown, language_id, tree):
         return Completion(shown, result)
-    # Broken syntax: one try on the standard model while the time budget allows.
+    # Broken syntax: one more try where the route says, while the time budget allows.
+    retry = route.quality_retry(result.variant)
     left = (plan.config.deadline_s or 0) - (time.perf_counter() - started)
-    if result.variant == "fast" and left > 0.2 and not cancel.is_set():
-        retry = engine.generate(
-            Task.COMPLETION,
-            plan.prompt,
-            replace(plan.config, deadline_s=left),
-            fast_mode=False,
-            cancel=cancel,
-        )
-        again = postprocess(retry.text, plan.site, rules)
-        if again and not adds_syntax_errors(text, plan.offset, again, language_id):
-            return Completion(again, retry, syntax_rejected=True, retried_on_standard=True)
+    if retry is not None and left > 0.2 and not cancel.is_set():
+        try:
+            again = engine.generate(
+                Task.COMPLETION,
+                plan.prompt,
+                replace(plan.config, deadline_s=left),
+                route=retry,
+                tokens=plan.tokens,
+                cancel=cancel,
+            )
+        except RoutingError:  # the retry's model cannot serve now: nothing better to show
+            return Completion("", result, syntax_rejected=True)
+        shown = postprocess(again.text, plan.site, rules)
+        if shown and not adds_syntax_errors(text, plan.offset, shown, language_id, tree):
+            return Completion(shown, again, syntax_rejected=True, retried_on_standard=True)
     return Completion("", result, syntax_rejected=True)

@@ -9,13 +9,16 @@ left out. A model with a FIM template also gets the text after the cursor.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
-from tree_sitter import Node
+from tree_sitter import Node, Tree
 
+from inference.manifest import FimTemplate
 from lsp_server.syntax import parse
-from models.manifest import FimTemplate
 
 WINDOW_STEP_LINES = 64
 MAX_CHARS_PER_TOKEN = 6  # generous for code: beyond this a window is cut inside a line
@@ -82,6 +85,12 @@ class Context:
     in_string_or_comment: bool
 
 
+def prompt_path(uri: str) -> str:
+    """The last parts of a document's path: what the prompt names the file by."""
+    path = unquote(uri.split("://", 1)[-1])
+    return "/".join(path.rstrip("/").split("/")[-3:])
+
+
 def comment_marker(language_id: str) -> str | None:
     if language_id in COMMENT:
         return COMMENT[language_id]
@@ -104,25 +113,21 @@ def window_start(
     return start
 
 
-def _outside_window(language_id: str, before_window: str) -> tuple[list[str], list[str]]:
+def _outside_window(tree: Tree, source: bytes, window_byte: int) -> tuple[list[str], list[str]]:
     """Imports above the window, and the first lines of the definitions still open where the
     window starts (the enclosing class/function of the code in the window).
 
-    Only the text above the window is parsed: what the user types below cannot change it, so
-    this part of the prompt (and the KV cache behind it) stays put while they type.
+    Only nodes above the window are read (and AboveWindow keeps the answer while the text
+    above the window stays the same).
     """
-    tree = parse(language_id, before_window)
-    if tree is None:
-        return [], []
-    source = before_window.encode("utf-8")
     root = tree.root_node
     imports = [
         source[n.start_byte : n.end_byte].decode("utf-8", "replace")
         for n in root.children
-        if n.type in IMPORT_NODES
+        if n.type in IMPORT_NODES and n.end_byte <= window_byte
     ]
     headers = []
-    node, end = root, max(len(source.rstrip()) - 1, 0)
+    node, end = root, max(len(source[:window_byte].rstrip()) - 1, 0)
     while True:
         child = next((c for c in node.children if c.start_byte <= end < c.end_byte), None)
         if child is None:
@@ -133,6 +138,35 @@ def _outside_window(language_id: str, before_window: str) -> tuple[list[str], li
             headers.append(header.decode("utf-8", "replace").rstrip())
         node = child
     return imports, headers
+
+
+class AboveWindow:
+    """What lies above the window (imports, open definitions), remembered by that text.
+
+    While the user types below the window the text above it stays the same, so the prompt's
+    start, and the KV cache behind it, stays put even when their half-typed code makes
+    tree-sitter read the document differently. Shared by worker threads.
+    """
+
+    def __init__(self, size: int = 32) -> None:
+        self._items: OrderedDict[tuple[str, int, int], tuple[list[str], list[str]]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(
+        self, language_id: str, above: str, compute: Callable[[], tuple[list[str], list[str]]]
+    ) -> tuple[list[str], list[str]]:
+        key = (language_id, len(above), hash(above))
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        found = compute()
+        with self._lock:
+            self._items[key] = found
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return found
 
 
 def _in_string_or_comment(root: Node, cursor: int, line_prefix: str) -> bool:
@@ -158,9 +192,13 @@ def build_context(
     snippets: Sequence[Snippet] = (),
     fim: FimTemplate | None = None,
     header: str = "comment",
+    tree: Tree | None = None,
+    above: AboveWindow | None = None,
 ) -> Context:
     """`header`: how the file's path is given: "comment" (`# pkg/mod.py`), "filename" (the
-    `<filename>` token StarCoder-style training data uses) or "none"."""
+    `<filename>` token StarCoder-style training data uses) or "none". `tree`: `text` already
+    parsed (the document's incrementally kept tree); parsed here when not given. `above`:
+    remembers what lies above the window across keystrokes (see AboveWindow)."""
     lines = text[:offset].split("\n")
     cursor_line = len(lines) - 1  # from the text itself: lone CRs would shift an LSP line number
     marker = comment_marker(language_id)
@@ -177,7 +215,9 @@ def build_context(
     elif header == "filename" and path:
         parts.append(f"<filename>{path}\n")
     fixed = "".join(parts)
-    tree = parse(language_id, text)
+    if tree is None:
+        tree = parse(language_id, text)
+    source = text.encode("utf-8") if tree is not None else b""
     cursor_byte = len(text[:offset].encode("utf-8"))
     budget = budget_tokens - count_tokens(fixed)
     suffix = ""
@@ -187,7 +227,14 @@ def build_context(
     start = window_start(lines, cursor_line, budget, count_tokens)
     window_offset = sum(len(r) + 1 for r in lines[:start])
     if tree is not None and start > 0:
-        imports, headers = _outside_window(language_id, text[:window_offset])
+        window_byte = len(text[:window_offset].encode("utf-8"))
+
+        def compute() -> tuple[list[str], list[str]]:
+            return _outside_window(tree, source, window_byte)
+
+        imports, headers = (
+            above.get(language_id, text[:window_offset], compute) if above else compute()
+        )
         outside = "".join(f"{s}\n" for s in [*imports, *headers])
         if outside and count_tokens(outside) < budget // 4:
             fixed += outside

@@ -18,7 +18,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from models.paths import DEFAULT_MODEL, variant_dir
+from inference.paths import DEFAULT_MODEL, variant_dir
 
 SAMPLE_URI = "file:///demo/orders.py"
 SAMPLE = """import json

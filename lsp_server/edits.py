@@ -15,16 +15,21 @@ from lsp_server.positions import line_at, utf16_to_index
 
 
 def apply_change(text: str, change: types.TextDocumentContentChangeEvent) -> str:
+    start, end = change_span(text, change)
+    return "".join((text[:start], change.text, text[end:]))  # one copy, not two
+
+
+def change_span(text: str, change: types.TextDocumentContentChangeEvent) -> tuple[int, int]:
+    """The [start, end) character offsets in `text` that `change` replaces."""
     if not isinstance(change, types.TextDocumentContentChangePartial):
-        return change.text
+        return 0, len(text)
     rng = change.range
     base, row = _line(text, rng.start.line)
     start = base + utf16_to_index(row, rng.start.character)
     if rng.end.line != rng.start.line:  # most keystrokes stay on one line: one lookup
         base, row = _line(text, rng.end.line)
     end = base + utf16_to_index(row, rng.end.character)
-    start, end = min(start, end), max(start, end)  # a reversed range, as vscode reads it
-    return "".join((text[:start], change.text, text[end:]))  # one copy, not two
+    return min(start, end), max(start, end)  # a reversed range, as vscode reads it
 
 
 def _line(text: str, line: int) -> tuple[int, str]:

@@ -181,13 +181,7 @@ def evaluate(
             options=options,
         )
         done = run_completion(
-            engine,
-            plan,
-            case.document,
-            case.language,
-            fast_mode=fast_mode,
-            cancel=threading.Event(),
-            options=options,
+            engine, plan, case.document, case.language, cancel=threading.Event(), options=options
         )
         scores.latencies_ms.append((time.perf_counter() - started) * 1000)
         scores.cases += 1

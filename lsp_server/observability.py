@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from models.paths import ensure_private_dir, fastcomplete_home
+from inference.paths import ensure_private_dir, fastcomplete_home
 
 LOG_BYTES = 5 << 20
 LOG_BACKUPS = 3

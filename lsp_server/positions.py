@@ -94,3 +94,10 @@ def _existing_line(text: str, line: int) -> tuple[int, str]:
         count = len(LINE_BREAK.findall(text)) + 1
         raise PositionError(f"line {line} is past the end of the document ({count} lines)")
     return found
+
+
+def position_at(text: str, offset: int) -> tuple[int, int]:
+    """The LSP (line, UTF-16 character) of a character offset: the inverse of `offset_at`."""
+    breaks = list(LINE_BREAK.finditer(text, 0, offset))
+    begin = breaks[-1].end() if breaks else 0
+    return len(breaks), utf16_len(text[begin:offset])

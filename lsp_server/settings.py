@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from inference.remote import RemoteConfig
+
 MULTILINE_MODES = ("auto", "always", "never")
 
 
@@ -142,3 +144,17 @@ def merge(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
             kept = getattr(current, key)
             errors.append(f"fastcomplete.{key}: {exc}; keeping {kept!r}")
     return dataclasses.replace(current, **changes), errors
+
+
+def remote_config(raw: dict[str, Any] | None) -> RemoteConfig | None:
+    if not raw:
+        return None
+    return RemoteConfig(
+        url=raw["url"],
+        model=raw["model"],
+        api_key_env=raw.get("apiKeyEnv"),
+        timeout_s=raw.get("timeoutMs", 20_000) / 1000,
+        retries=raw.get("retries", 2),
+        daily_token_quota=raw.get("dailyTokenQuota", 200_000),
+        completions=raw.get("completions", False),
+    )

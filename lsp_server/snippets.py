@@ -8,9 +8,10 @@ best few within a character budget, deduplicated.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 
-from lsp_server.context import Snippet
+from lsp_server.context import Snippet, prompt_path
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 CHUNK_LINES = 24
@@ -52,3 +53,36 @@ def pick_snippets(
         if len(picked) == top:
             break
     return picked[::-1]  # the best one nearest the code
+
+
+class SnippetChooser:
+    """Snippets for a cursor, chosen once per block of lines around it so that the prompt's start
+    stays put while the user types (KV reuse). Called from worker threads."""
+
+    BLOCK_LINES = 64
+
+    def __init__(self, budget_chars: Callable[[], int]) -> None:
+        self.budget_chars = budget_chars
+        self._chosen: dict[tuple, list[Snippet]] = {}
+        self._lock = threading.Lock()
+
+    def choose(
+        self, uri: str, text: str, line: int, others: tuple[tuple[str, str], ...]
+    ) -> list[Snippet]:
+        """`others`: (uri, text) of the other documents that may lend snippets."""
+        if not others:
+            return []
+        block = line // self.BLOCK_LINES
+        key = (uri, block, tuple((u, hash(t)) for u, t in others))
+        with self._lock:
+            if key in self._chosen:
+                return self._chosen[key]
+        start = block * self.BLOCK_LINES
+        query = "\n".join(text.split("\n")[start : start + self.BLOCK_LINES])
+        sources = {prompt_path(u): t for u, t in others}
+        picked = pick_snippets(query, sources, self.budget_chars())
+        with self._lock:
+            if len(self._chosen) > 64:
+                self._chosen.clear()
+            self._chosen[key] = picked
+        return picked

@@ -6,7 +6,7 @@ import importlib
 from dataclasses import dataclass
 from functools import cache
 
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 # LSP languageId -> (module, function returning the grammar)
 GRAMMARS: dict[str, tuple[str, str]] = {
@@ -54,18 +54,24 @@ def language(language_id: str) -> Language | None:
     return Language(getattr(module, entry[1])())
 
 
-def parse(language_id: str, text: str):
+def parser_for(language_id: str) -> Parser | None:
+    """A new parser (cheap; parsers must not be shared between threads), or None."""
     lang = language(language_id)
-    if lang is None:
-        return None
-    return Parser(lang).parse(text.encode("utf-8"))
+    return None if lang is None else Parser(lang)
+
+
+def parse(language_id: str, text: str) -> Tree | None:
+    parser = parser_for(language_id)
+    return None if parser is None else parser.parse(text.encode("utf-8"))
 
 
 def syntax_issues(language_id: str, text: str) -> list[SyntaxIssue] | None:
     """Every ERROR and MISSING node; None when the language has no grammar here."""
     tree = parse(language_id, text)
-    if tree is None:
-        return None
+    return None if tree is None else tree_issues(tree)
+
+
+def tree_issues(tree: Tree) -> list[SyntaxIssue]:
     issues: list[SyntaxIssue] = []
 
     def walk(node: Node) -> None:

@@ -20,10 +20,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from models.convert import Converted, check_family, convert
-from models.export import MODEL_FILE, NBitsScheme, export_fp32, quantize_weights
-from models.fused_graph import build_fused_graph
-from models.manifest import (
+from inference.manifest import (
     Manifest,
     ManifestError,
     check_files,
@@ -31,7 +28,10 @@ from models.manifest import (
     read_manifest,
     write_manifest,
 )
-from models.paths import DEFAULT_MODEL, VARIANTS, ensure_private_dir, model_dir, models_dir
+from inference.paths import DEFAULT_MODEL, VARIANTS, ensure_private_dir, model_dir, models_dir
+from models.convert import Converted, check_family, convert
+from models.export import MODEL_FILE, NBitsScheme, export_fp32, quantize_weights
+from models.fused_graph import build_fused_graph
 from models.source import Source, SourceError, check_gguf, check_hf_dir, default_source
 from models.tiny import TINY_NAME, make_tiny
 from models.validate import validate
@@ -174,6 +174,7 @@ def _manifest(
         head_dim=int(cfg.get("head_dim") or cfg["hidden_size"] // heads),
         vocab_size=int(cfg["vocab_size"]),
         fim=facts.fim,
+        chat_template=facts.chat_template,
         source={"origin": source.origin, "file": source.path.name},
         files=describe_files(directory, sorted(p.name for p in directory.iterdir())),
         tools=_tool_versions(),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.manifest import FimTemplate
+from inference.manifest import FimTemplate
 from models.source import Source, SourceError
 
 SUPPORTED_FAMILIES = ("llama", "mistral", "qwen2")
@@ -38,6 +38,7 @@ class TokenizerFacts:
     bos_policy: str  # "never" or "always"
     bos_token_id: int | None
     fim: FimTemplate | None
+    chat_template: str | None = None
 
 
 @dataclass
@@ -74,8 +75,13 @@ def _facts(
     fim = next(
         (FimTemplate(*style) for style in FIM_STYLES if all(t in vocab for t in style)), None
     )
+    template = getattr(tokenizer, "chat_template", None)
     return TokenizerFacts(
-        sorted(eos_ids), bos_policy, bos_id if bos_policy == "always" else None, fim
+        sorted(eos_ids),
+        bos_policy,
+        bos_id if bos_policy == "always" else None,
+        fim,
+        template if isinstance(template, str) else None,
     )
 
 
@@ -109,6 +115,10 @@ def gguf_tokenizer(source: Source) -> tuple[Any, TokenizerFacts]:
         "always" if add_bos else "never",
         int(bos) if bos is not None else None,
     )
+    # The GGUF's own template is the authority; transformers copies it, when it reads it at all.
+    template = meta.get("tokenizer.chat_template")
+    if isinstance(template, str) and template:
+        facts.chat_template = template
     return tokenizer, facts
 
 

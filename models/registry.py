@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from models.manifest import Manifest, ManifestError, check_files, read_manifest
-from models.paths import VARIANTS, model_dir, models_dir
+from inference.manifest import Manifest, ManifestError, check_files, read_manifest
+from inference.paths import VARIANTS, model_dir, models_dir
 
 VERIFY_PROMPT_IDS = np.array([1604, 3987, 24, 94, 727], dtype=np.int64)  # "def fib(n):"
 

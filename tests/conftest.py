@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from inference.paths import DEFAULT_MODEL, fastcomplete_home
 from models.build import BuildRequest, build
-from models.paths import DEFAULT_MODEL, fastcomplete_home
 from models.tiny import TINY_NAME
 
 

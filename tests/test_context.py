@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from inference.healing import heal
+from inference.manifest import FimTemplate
 from inference.tokenizer import Tokenizer
-from lsp_server.context import build_context
+from lsp_server.context import AboveWindow, build_context
 from lsp_server.snippets import pick_snippets
-from models.manifest import FimTemplate
 
 LONG = (
     "import os\nfrom pathlib import Path\n\n\n"
@@ -53,6 +53,21 @@ def test_prompt_start_is_stable_while_typing() -> None:
     prompts = [_ctx(LONG + typed[:i], budget=300).prompt for i in range(len(typed))]
     first_lines = {p.split("\n", 6)[5] for p in prompts}
     assert len(first_lines) == 1  # every keystroke extends the same prompt: KV reuse
+
+
+def test_what_lies_above_the_window_is_remembered_by_its_text() -> None:
+    """Half-typed code below the window (an unclosed string here) changes how tree-sitter reads
+    the document, but not the prompt's start: the text above the window is the same."""
+    above = AboveWindow()
+    calls: list[int] = []
+    first = _ctx(LONG, budget=300, above=above).prompt
+    broken = _ctx(LONG + 'x = """\n', budget=300, above=above).prompt
+    head = first[: first.index("    def m")]
+    assert "class Store:\n" in head and broken.startswith(head)
+    seen = above.get("python", "unchanged", lambda: (calls.append(1), (["a"], ["b"]))[1])
+    again = above.get("python", "unchanged", lambda: (calls.append(1), ([], []))[1])
+    assert seen == again == (["a"], ["b"]) and len(calls) == 1
+    assert above.get("python", "changed", lambda: ([], [])) == ([], [])
 
 
 @pytest.mark.parametrize(

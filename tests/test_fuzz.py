@@ -1180,6 +1180,13 @@ def test_tcp_transport_reads_frames_the_same_way(tmp_path: Path) -> None:
         assert "capabilities" in answer(1)["result"]
         conn.sendall(b'Content-Length: 5\r\n\r\n{"id"')
         assert answer(None)["error"]["code"] == -32700
+        # A second editor is told to start its own server and closed: it never sees, or takes
+        # over, the first editor's answers.
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as second:
+            told = b""
+            while chunk := second.recv(1 << 16):
+                told += chunk
+        assert b"another editor is already connected" in told and b"window/showMessage" in told
         stats = request_bytes(2, "workspace/executeCommand", STATS_PARAMS)
         conn.sendall(b"Content-Length: %d\r\n\r\n" % len(stats) + stats)
         assert "result" in answer(2)
@@ -1195,3 +1202,12 @@ def test_tcp_transport_reads_frames_the_same_way(tmp_path: Path) -> None:
             proc.kill()
         proc.wait(10)
         log.close()
+
+
+def test_tcp_on_a_non_loopback_host_needs_a_flag(tmp_path: Path) -> None:
+    env = {**os.environ, "FASTCOMPLETE_HOME": SERVER_HOME}
+    refused = subprocess.run(
+        [*SERVER, "--tcp", "0.0.0.0:0"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert refused.returncode == 1
+    assert "not a loopback address" in refused.stderr and "--allow-remote-host" in refused.stderr

@@ -12,7 +12,7 @@ import pytest
 from inference.generate import Finish, Generation, GenerationConfig
 from inference.kv_cache import PoolConfig
 from inference.model import Model, load_model_dir
-from models.paths import VARIANTS
+from inference.paths import VARIANTS
 from models.validate import sample_text
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from models.manifest import (
+from inference.manifest import (
     FimTemplate,
     Manifest,
     ManifestError,

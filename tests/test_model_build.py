@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import models.build as build_module
+from inference.chat import render_chat
+from inference.manifest import read_manifest, sha256_file
+from inference.paths import VARIANTS, models_dir
 from models.build import BuildError, BuildRequest, build
-from models.manifest import read_manifest, sha256_file
-from models.paths import VARIANTS, models_dir
 from models.registry import list_models, verify
 from models.source import SourceError
 from models.tiny import TINY_NAME
@@ -200,3 +201,7 @@ def test_real_models_are_built_and_valid(real_model: Path) -> None:
     assert (standard.num_layers, standard.num_kv_heads, standard.head_dim) == (30, 3, 64)
     assert standard.eos_token_ids[:2] == [0, 2] and standard.bos_policy == "never"
     assert all(not s.problems for s in verify(real_model.name))
+    # The GGUF's own chat template is recorded, and explain/refactor prompts render with it.
+    assert standard.chat_template and "<|im_start|>" in standard.chat_template
+    chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    assert render_chat(standard.chat_template, chat).endswith("<|im_start|>assistant\n")

@@ -204,7 +204,7 @@ def test_daily_quota(endpoint, tiny_model: Path) -> None:
     engine = _engine(tiny_model, url, daily_token_quota=3)
     assert engine.generate(Task.EXPLAIN, "x", CONFIG, messages=CHAT).variant == REMOTE
     second = engine.generate(Task.EXPLAIN, "x", CONFIG, messages=CHAT)
-    assert second.variant == STANDARD and "quota" in engine.router.last_errors[REMOTE]
+    assert second.variant == STANDARD and "quota" in second.fallback_reason
     assert engine.stats()["remote"]["tokens_today"] == 4
 
 

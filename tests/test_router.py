@@ -8,8 +8,20 @@ from pathlib import Path
 import pytest
 
 from inference.engine import Engine, EngineConfig
+from inference.errors import ModelFailure, ModelLoadError
 from inference.metrics import Metrics
-from inference.router import FAST, REMOTE, STANDARD, Router, RoutingError, Task, preference
+from inference.router import (
+    FAST,
+    REMOTE,
+    STANDARD,
+    Route,
+    Router,
+    RoutingError,
+    Task,
+    preference,
+)
+
+COMPLETION = Route(Task.COMPLETION, (FAST, STANDARD))
 
 
 class Clock:
@@ -24,7 +36,7 @@ def _router(fail: set[str], clock: Clock, load_fail: set[str] = frozenset()) -> 
     def loader(variant: str):
         def load() -> str:
             if variant in load_fail:
-                raise RuntimeError(f"{variant} model file is corrupt")
+                raise ModelLoadError(f"{variant} model file is corrupt")
             return variant
 
         return load
@@ -39,7 +51,7 @@ def _router(fail: set[str], clock: Clock, load_fail: set[str] = frozenset()) -> 
 def _work(router: Router[str]):
     def work(model: str, variant: str) -> str:
         if variant in router.fail:  # type: ignore[attr-defined]
-            raise RuntimeError(f"{variant} exploded in the decode loop")
+            raise ModelFailure(f"{variant} exploded in the decode loop")
         return f"served by {model}"
 
     return work
@@ -58,20 +70,21 @@ def test_fast_failure_falls_back_and_trips_the_breaker() -> None:
     clock = Clock()
     router = _router({FAST}, clock)
     for _ in range(3):
-        result, variant, fallback = router.run(Task.COMPLETION, True, _work(router))
-        assert (result, variant, fallback) == ("served by standard", STANDARD, True)
+        result, variant, reason = router.run(COMPLETION, _work(router))
+        assert (result, variant) == ("served by standard", STANDARD)
+        assert reason == "fast: fast exploded in the decode loop"
     assert router.states()[FAST] == "open"
     events = router.metrics.snapshot()["events"]
     assert events["failure.fast"] == 3 and events["breaker_opened.fast"] == 1
     assert events["fallback.fast_to_standard"] == 3
-    router.run(Task.COMPLETION, True, _work(router))  # open: fast not even tried
+    router.run(COMPLETION, _work(router))  # open: fast not even tried
     assert router.metrics.snapshot()["events"]["breaker_open_skip.fast"] == 1
     assert router.metrics.snapshot()["events"]["failure.fast"] == 3
     # After the cool-down one trial goes through; success closes the breaker.
     clock.now = 31.0
     assert router.states()[FAST] == "half-open"
     router.fail = set()  # type: ignore[attr-defined]
-    assert router.run(Task.COMPLETION, True, _work(router))[1] == FAST
+    assert router.run(COMPLETION, _work(router))[1] == FAST
     assert router.states()[FAST] == "closed"
 
 
@@ -79,22 +92,71 @@ def test_half_open_failure_reopens_at_once() -> None:
     clock = Clock()
     router = _router({FAST}, clock)
     for _ in range(3):
-        router.run(Task.COMPLETION, True, _work(router))
+        router.run(COMPLETION, _work(router))
     clock.now = 31.0
-    router.run(Task.COMPLETION, True, _work(router))
+    router.run(COMPLETION, _work(router))
     assert router.states()[FAST] == "open"
 
 
 def test_load_failure_falls_back() -> None:
     router = _router(set(), Clock(), load_fail={FAST})
-    assert router.run(Task.COMPLETION, True, _work(router))[1:] == (STANDARD, True)
-    assert "corrupt" in router.last_errors[FAST]
+    _, variant, reason = router.run(COMPLETION, _work(router))
+    assert variant == STANDARD and "corrupt" in reason
+
+
+def test_routes_are_decided_once_with_the_quality_retry() -> None:
+    router = _router(set(), Clock())
+    route = router.route(Task.COMPLETION, fast_mode=True)
+    assert route == COMPLETION and route.preferred == FAST
+    assert route.quality_retry(FAST) == Route(Task.COMPLETION, (STANDARD,))
+    assert route.quality_retry(STANDARD) is None
+    assert router.route(Task.EXPLAIN, fast_mode=True).order == (STANDARD, FAST)  # no remote
+    assert router.route(Task.EXPLAIN, True).quality_retry(FAST) is None
+
+
+def test_a_bug_in_our_code_surfaces_and_trips_no_breaker() -> None:
+    router = _router(set(), Clock())
+
+    def buggy(model: str, variant: str) -> str:
+        raise TypeError("a bug in healing, not the model's fault")
+
+    for _ in range(5):
+        with pytest.raises(TypeError, match="a bug in healing"):
+            router.run(COMPLETION, buggy)
+    assert router.states() == {FAST: "closed", STANDARD: "closed"}
+    assert "failure.fast" not in router.metrics.snapshot()["events"]
+
+
+def test_a_model_still_loading_is_skipped_by_completions_only() -> None:
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_standard() -> str:
+        started.set()
+        release.wait(10)
+        return STANDARD
+
+    router: Router[str] = Router({FAST: lambda: FAST, STANDARD: slow_standard}, Metrics())
+    loading = threading.Thread(target=router.model, args=(STANDARD,))
+    loading.start()
+    started.wait(10)
+    standard_first = Route(Task.COMPLETION, (STANDARD, FAST))
+    # The completion does not wait for the load: the fast model serves at once.
+    assert router.run(standard_first, _work_ok)[1:] == (FAST, "standard: still loading")
+    release.set()
+    loading.join()
+    assert router.run(standard_first, _work_ok)[1] == STANDARD
+
+
+def _work_ok(model: str, variant: str) -> str:
+    return model
 
 
 def test_everything_failing_is_a_clear_error() -> None:
     router = _router({FAST, STANDARD}, Clock())
     with pytest.raises(RoutingError, match=r"fast exploded.*standard exploded"):
-        router.run(Task.COMPLETION, True, _work(router))
+        router.run(COMPLETION, _work(router))
 
 
 def test_engine_falls_back_from_a_truncated_fast_model(tiny_model: Path, tmp_path: Path) -> None:

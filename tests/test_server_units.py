@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-from lsprotocol import types
 
 from inference.generate import Finish, Generation, GenerationConfig
 from inference.model import load_model_dir
@@ -15,9 +14,8 @@ from lsp_server.completion import is_single_line, plan_completion
 from lsp_server.context import WINDOW_STEP_LINES, window_start
 from lsp_server.positions import PositionError, offset_at, utf16_to_index
 from lsp_server.postprocess import postprocess
-from lsp_server.prompts import extract_code
+from lsp_server.prompts import extract_code, refactor_verdict
 from lsp_server.scheduler import Gate, LatestWins
-from lsp_server.server import refactor_verdict
 from lsp_server.settings import Settings, merge
 
 
@@ -89,13 +87,13 @@ def test_extract_code_and_refactor_verdicts() -> None:
     assert extract_code("Sure:\n```python\nx = 1\n```\nDone") == "x = 1"
     assert extract_code("no code here") is None
     source = "def f():\n    return 1\n"
-    rng = types.Range(types.Position(0, 0), types.Position(1, 12))
-    ok = refactor_verdict(source, source.strip(), "def f():\n    return 2", rng, "python")
+    span = (0, len("def f():\n    return 1"))
+    ok = refactor_verdict(source, source.strip(), "def f():\n    return 2", *span, "python")
     assert ok is None
-    broken = refactor_verdict(source, source.strip(), "def f(:\n    return 2", rng, "python")
+    broken = refactor_verdict(source, source.strip(), "def f(:\n    return 2", *span, "python")
     assert broken is not None and "syntax errors" in broken
-    assert "no code block" in refactor_verdict(source, "x", None, rng, "python")
-    assert "no parser" in refactor_verdict(source, "x", "y = 1", rng, "cobol")
+    assert "no code block" in refactor_verdict(source, "x", None, *span, "python")
+    assert "no parser" in refactor_verdict(source, "x", "y = 1", *span, "cobol")
 
 
 def test_latest_wins_cancels_the_previous_request() -> None:

@@ -206,7 +206,7 @@ async def test_huge_and_binary_documents(client: LanguageClient) -> None:
 
 
 def test_decode_loop_exception_falls_back(tiny_model: Path) -> None:
-    """An exception inside a forward pass: the router serves from the other model, counted."""
+    """ONNX Runtime raising inside a forward pass: the other model serves, counted."""
     from inference.engine import Engine, EngineConfig
     from inference.router import Task
 
@@ -220,9 +220,33 @@ def test_decode_loop_exception_falls_back(tiny_model: Path) -> None:
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("injected: ORT kernel failure")
 
-    fast.runner.forward = explode  # type: ignore[method-assign]
+    # The ORT session itself fails (the fast model is a fused graph run through IOBinding).
+    fast.runner.session.run_with_iobinding = explode  # type: ignore[method-assign]
     result = engine.generate(Task.COMPLETION, "def f(x):\n    return x", fast_mode=True)
     assert result.variant == "standard" and result.fallback
     stats = engine.stats()
     assert stats["events"]["failure.fast"] == 1
     assert stats["models"]["tiny-llama/fast"]["errors"] == 1
+
+
+def test_a_bug_in_our_code_is_not_hidden_behind_the_other_model(tiny_model: Path) -> None:
+    """An exception that is not the model's (here: in tokenizing) surfaces, trips no breaker."""
+    from inference.engine import Engine, EngineConfig
+    from inference.router import Task
+
+    engine = Engine(
+        EngineConfig(
+            fast_dir=tiny_model / "fast", standard_dir=tiny_model / "standard", cache_dir=None
+        )
+    )
+    fast = engine.load("fast")
+
+    def broken_encode(*args: object, **kwargs: object) -> list[int]:
+        raise TypeError("injected: a bug in our tokenizer wrapper")
+
+    fast.tokenizer.encode = broken_encode  # type: ignore[method-assign]
+    for _ in range(4):
+        with pytest.raises(TypeError, match="injected"):
+            engine.generate(Task.COMPLETION, "def f(x):\n    return x", fast_mode=True)
+    stats = engine.stats()
+    assert stats["breakers"]["fast"] == "closed" and "failure.fast" not in stats["events"]

@@ -54,6 +54,9 @@ class Manifest:
     validation: dict[str, Any] = field(default_factory=dict)
     build_seconds: float = 0.0
     created: str = ""
+    # The model's own chat template (Jinja, from its tokenizer config or GGUF metadata); None for
+    # models built before it was recorded, or that have none: explain/refactor then use ChatML.
+    chat_template: str | None = None
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:

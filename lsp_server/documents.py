@@ -1,0 +1,171 @@
+"""The open documents: text, version, language, and one tree-sitter tree each, kept current.
+
+Each `didChange` edit is applied to the text exactly as the LSP says (lsp_server.edits) and to the
+tree with `Tree.edit`, the way editors keep their syntax trees; the next snapshot re-parses
+incrementally, reusing every unchanged subtree. A snapshot is immutable: worker threads read it
+while the event loop applies later edits (to a copy of the tree, never to a snapshot's).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+from lsprotocol import types
+from tree_sitter import Point, Tree
+
+from lsp_server.edits import change_span
+from lsp_server.positions import LINE_BREAK, offset_at, utf16_len
+from lsp_server.syntax import parser_for
+
+RECENT_DOCS = 8  # other open/edited documents that may lend snippets to a prompt
+# Beyond this, no tree is kept: completions parse the text around the cursor instead.
+TREE_MAX_CHARS = 1 << 20
+AROUND_BEFORE, AROUND_AFTER = 512 << 10, 64 << 10
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A document as it was when a request arrived."""
+
+    uri: str
+    text: str
+    version: int
+    language_id: str
+    tree: Tree | None  # `text` parsed; None without a grammar or for very large documents
+    others: tuple[tuple[str, str], ...] = ()  # (uri, text) of recently used other documents
+
+
+@dataclass(eq=False)
+class Document:
+    uri: str
+    text: str
+    version: int
+    language_id: str
+    tree: Tree | None = None  # parsed from `text` when `edited` is None
+    edited: Tree | None = None  # `tree` with the edits since, awaiting an incremental parse
+    stale: bool = True  # the text changed in a way the tree cannot follow: parse from scratch
+    parses: int = field(default=0)  # how many parses this document has had (for tests, bench)
+
+
+def _point(text: str, offset: int) -> tuple[int, Point]:
+    """Byte offset and tree-sitter point (row, byte column) of a character offset."""
+    line_begin = text.rfind("\n", 0, offset) + 1
+    column = len(text[line_begin:offset].encode("utf-8"))
+    byte = len(text[:line_begin].encode("utf-8")) + column
+    return byte, Point(text.count("\n", 0, line_begin), column)
+
+
+def edit_tree(tree: Tree, old: str, start: int, end: int, inserted: str) -> None:
+    """Tell `tree` that old[start:end] was replaced by `inserted`."""
+    start_byte, start_point = _point(old, start)
+    old_end_byte, old_end_point = _point(old, end)
+    new = old[:start] + inserted
+    new_end_byte, new_end_point = _point(new, len(new))
+    tree.edit(
+        start_byte=start_byte,
+        old_end_byte=old_end_byte,
+        new_end_byte=new_end_byte,
+        start_point=start_point,
+        old_end_point=old_end_point,
+        new_end_point=new_end_point,
+    )
+
+
+class Documents:
+    """Open documents by URI (percent-decoded: editors differ in what they escape)."""
+
+    def __init__(self) -> None:
+        self._docs: dict[str, Document] = {}
+        self._recent: OrderedDict[str, None] = OrderedDict()  # most recently used last
+
+    @staticmethod
+    def key(uri: str) -> str:
+        return unquote(uri)
+
+    def get(self, uri: str) -> Document | None:
+        return self._docs.get(self.key(uri))
+
+    def open(self, uri: str, text: str, version: int, language_id: str) -> Document:
+        doc = Document(self.key(uri), text, version, language_id)
+        self._docs[doc.uri] = doc
+        self.touch(doc.uri)
+        return doc
+
+    def close(self, uri: str) -> None:
+        self._docs.pop(self.key(uri), None)
+        self._recent.pop(self.key(uri), None)
+
+    def change(
+        self, uri: str, version: int, changes: Sequence[types.TextDocumentContentChangeEvent]
+    ) -> Document | None:
+        """Apply edits in order; None for a document that is not open."""
+        doc = self.get(uri)
+        if doc is None:
+            return None
+        for change in changes:
+            start, end = change_span(doc.text, change)
+            new = "".join((doc.text[:start], change.text, doc.text[end:]))
+            if not isinstance(change, types.TextDocumentContentChangePartial):
+                doc.stale = True
+            elif not doc.stale and doc.tree is not None and len(new) <= TREE_MAX_CHARS:
+                if doc.edited is None:
+                    doc.edited = doc.tree.copy()  # snapshots keep the tree they were given
+                edit_tree(doc.edited, doc.text, start, end, change.text)
+            doc.text = new
+        doc.version = version
+        self.touch(doc.uri)
+        return doc
+
+    def touch(self, uri: str) -> None:
+        self._recent[uri] = None
+        self._recent.move_to_end(uri)
+        while len(self._recent) > RECENT_DOCS:
+            self._recent.popitem(last=False)
+
+    def parse(self, doc: Document) -> Tree | None:
+        """The document's current tree: an incremental parse after edits, a full one after a
+        whole-document change, nothing when the tree is current."""
+        if len(doc.text) > TREE_MAX_CHARS:
+            doc.tree = doc.edited = None
+            doc.stale = True
+            return None
+        if not doc.stale and doc.edited is None:
+            return doc.tree
+        parser = parser_for(doc.language_id)
+        if parser is None:
+            return None
+        old = None if doc.stale else doc.edited
+        doc.tree = (
+            parser.parse(doc.text.encode("utf-8"), old)
+            if old
+            else parser.parse(doc.text.encode("utf-8"))
+        )
+        doc.edited, doc.stale = None, False
+        doc.parses += 1
+        return doc.tree
+
+    def snapshot(self, uri: str) -> Snapshot | None:
+        doc = self.get(uri)
+        if doc is None:
+            return None
+        others = tuple(
+            (u, d.text) for u in self._recent if u != doc.uri and (d := self._docs.get(u))
+        )
+        return Snapshot(doc.uri, doc.text, doc.version, doc.language_id, self.parse(doc), others)
+
+
+def around_cursor(text: str, line: int, character: int) -> tuple[str, int, int]:
+    """For very large documents: the text within a few hundred KB of the cursor, and the cursor's
+    (line, UTF-16 character) in that excerpt (parsing 10 MB per keystroke would stall)."""
+    offset = offset_at(text, line, character)  # PositionError past the end
+    start = max(0, offset - AROUND_BEFORE)
+    line_start = LINE_BREAK.search(text, start, offset)
+    if start and line_start:
+        start = line_start.end()  # begin on a whole line when there is one
+    before = text[start:offset]
+    breaks = list(LINE_BREAK.finditer(before))
+    column = before[breaks[-1].end() :] if breaks else before
+    return text[start : offset + AROUND_AFTER], len(breaks), utf16_len(column)

@@ -1,0 +1,461 @@
+"""The completion service: what the language server does, as a plain class without pygls.
+
+It owns the settings, the engine and its models, the open documents, completion policy (who is
+served, debounce, staleness, large and binary documents), idle warm-up, explain/refactor, the
+counters and what the user is told. Work runs on immutable snapshots (lsp_server.documents) in
+worker threads; the event loop only schedules. `lsp_server.server` translates LSP to these calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from lsprotocol import types
+from tree_sitter import Tree
+
+from inference.engine import Engine, EngineConfig, EngineResult
+from inference.errors import ModelLoadError
+from inference.generate import Finish, GenerationConfig
+from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
+from lsp_server.completion import (
+    Completion,
+    CompletionPlan,
+    plan_for_engine,
+    run_completion,
+)
+from lsp_server.context import AboveWindow, prompt_path
+from lsp_server.documents import TREE_MAX_CHARS, Documents, Snapshot, around_cursor
+from lsp_server.positions import PositionError, clamp_character, offset_at
+from lsp_server.prompts import (
+    EXPLAIN_CONFIG,
+    REFACTOR_CONFIG,
+    Messages,
+    explain_messages,
+    extract_code,
+    refactor_messages,
+    refactor_verdict,
+)
+from lsp_server.scheduler import Gate, LatestWins
+from lsp_server.settings import Settings, merge, remote_config
+from lsp_server.snippets import SnippetChooser
+
+log = logging.getLogger(__name__)
+
+WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
+LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
+SNIPPET_SHARE = 5  # at most 1/5 of the prompt budget goes to other files' snippets
+
+Notify = Callable[[str, str], None]  # (message, level: "error" | "warning" | "info")
+Progress = Callable[[str, int | None], None]  # (message, percentage; None: done)
+
+
+class BadRequest(Exception):
+    """The client asked for something impossible: it gets this message as an error response."""
+
+
+class View(NamedTuple):
+    """The text a completion is planned on, the cursor in it, and its tree when it has one."""
+
+    text: str
+    line: int
+    character: int  # UTF-16
+    tree: Tree | None
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    result: EngineResult
+    line: int
+    character: int  # where the item is anchored: a character past the line's end is its end
+
+
+@dataclass(frozen=True)
+class Selection:
+    snapshot: Snapshot
+    code: str
+    start: int  # character offsets of the selection in the snapshot's text
+    end: int
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.start, self.end
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    model: str
+    text: str | None  # the code to put in place of the selection; None: not to be applied
+    reason: str | None  # why not, when not
+    cancelled: bool
+
+
+class CompletionService:
+    def __init__(self, notify: Notify, engine_config: EngineConfig | None = None) -> None:
+        self.notify = notify
+        self.engine_config = engine_config
+        self.settings = Settings()
+        self.engine: Engine | None = None
+        self.models_ready = threading.Event()
+        self.documents = Documents()
+        self.counts: Counter = Counter()
+        self.latest = LatestWins()
+        self.warmups = LatestWins()
+        self.gate = Gate()
+        # Model work: completions, warm-ups and one chat task can run side by side.
+        self.model_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="model")
+        self.snippets = SnippetChooser(lambda: self.settings.contextTokens * 3 // SNIPPET_SHARE)
+        self.above_window = AboveWindow()
+        self._shown: set[str] = set()
+        self._background: set[asyncio.Task] = set()
+
+    # -- telling the user -----------------------------------------------------------------------
+
+    def tell(self, message: str, level: str = "warning") -> None:
+        log.log(logging.INFO if level == "info" else logging.WARNING, message)
+        self.notify(message, level)
+
+    def tell_once(self, message: str, level: str = "warning") -> None:
+        if message not in self._shown:
+            self._shown.add(message)
+            self.tell(message, level)
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def in_model_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.model_pool, functools.partial(fn, *args, **kwargs))
+
+    # -- settings and models --------------------------------------------------------------------
+
+    def apply_settings(self, raw: Any) -> None:
+        before = self.settings.fastMode
+        self.settings, errors = merge(self.settings, raw)
+        for error in errors:
+            self.tell(f"fastcomplete: invalid setting {error}")
+        if self.settings.fastMode != before:
+            log.info("fast mode %s", "on" if self.settings.fastMode else "off")
+
+    def make_engine(self) -> Engine:
+        if self.engine_config is not None:
+            return Engine(self.engine_config)
+        fast, standard = self.settings.fastModelPath, self.settings.standardModelPath
+        return Engine(
+            EngineConfig(
+                fast_dir=Path(fast).expanduser() if fast else None,
+                standard_dir=Path(standard).expanduser() if standard else None,
+                remote=remote_config(self.settings.remote),
+                verify_hashes=True,  # a corrupt model is caught while loading, not mid-request
+            )
+        )
+
+    async def load_models(self, progress: Progress | None = None, observer: Any = None) -> None:
+        """Load both models in the background; completions are served from the first one ready."""
+        self.engine = self.make_engine()
+        if observer is not None:
+            self.engine.metrics.add_observer(observer)
+        if self.engine.cache.problem:
+            self.tell_once(f"fastcomplete: {self.engine.cache.problem}")
+        missing = []
+        for i, variant in enumerate((FAST, STANDARD)):
+            try:
+                await self.in_model_thread(self.engine.load, variant)
+                self.models_ready.set()
+            except ModelLoadError as exc:
+                missing.append(f"{variant} model: {exc}")
+            if progress:
+                progress(f"{variant} ready", 50 * i + 50)
+        if progress:
+            progress("models loaded", None)
+        for problem in missing:
+            self.tell_once(f"fastcomplete: {problem}", "error")
+
+    # -- documents ------------------------------------------------------------------------------
+
+    def open(self, uri: str, text: str, version: int, language_id: str) -> None:
+        self.documents.open(uri, text, version, language_id)
+        # The whole document's prefix is what any cursor's prompt starts with: warm it.
+        self.schedule_warm(uri, len(text.split("\n")) - 1, 0)
+
+    def change(self, uri: str, version: int, changes: Sequence[Any]) -> None:
+        if self.documents.change(uri, version, changes) is None:
+            log.warning("ignored edits to a document that is not open")
+            self.tell_once("fastcomplete ignored edits to a document that is not open")
+            return
+        last = changes[-1] if changes else None
+        if isinstance(last, types.TextDocumentContentChangePartial):
+            self.schedule_warm(uri, last.range.start.line + last.text.count("\n"), 0)
+
+    def close(self, uri: str) -> None:
+        key = self.documents.key(uri)
+        self.latest.cancel(key)
+        self.warmups.cancel(key)
+        self.documents.close(uri)
+
+    def snapshot(self, uri: str) -> Snapshot:
+        snap = self.documents.snapshot(uri)
+        if snap is None:
+            raise BadRequest(f"unknown document {uri}: send textDocument/didOpen first")
+        return snap
+
+    # -- completions ----------------------------------------------------------------------------
+
+    def _unservable(self, snap: Snapshot) -> str | None:
+        """Why no completion can be given in this document now, or None."""
+        if not self.settings.enabled_for(snap.language_id):
+            return "disabled"
+        if not self.models_ready.is_set() or self.engine is None:
+            return "not_ready"
+        if "\x00" in snap.text:
+            return "refused_binary"
+        return None
+
+    def _cursor_view(self, snap: Snapshot, line: int, character: int) -> View:
+        """What planning sees: the document, or an excerpt of a large one (on the event loop)."""
+        if len(snap.text) <= LARGE_DOC_CHARS:
+            return View(snap.text, line, character, snap.tree)
+        self.counts["trimmed_large"] += 1
+        self.tell_once(
+            f"fastcomplete: {snap.uri} is large ({len(snap.text) >> 20} MB): completions use the "
+            "text around the cursor only",
+            "info",
+        )
+        return View(*around_cursor(snap.text, line, character), None)
+
+    def plan(self, snap: Snapshot, view: View) -> CompletionPlan:
+        """Raises PositionError. Runs on a worker thread: context, route and token ids."""
+        return plan_for_engine(
+            self.engine,
+            view.text,
+            view.line,
+            view.character,
+            self.settings,
+            language_id=snap.language_id,
+            path=prompt_path(snap.uri),
+            snippets=self.snippets.choose(snap.uri, snap.text, view.line, snap.others),
+            tree=view.tree,
+            above=self.above_window,
+        )
+
+    def _plan_and_run(self, snap: Snapshot, view: View, cancel: threading.Event) -> Completion:
+        plan = self.plan(snap, view)
+        lang = snap.language_id
+        return run_completion(self.engine, plan, view.text, lang, cancel=cancel, tree=view.tree)
+
+    async def complete(self, uri: str, line: int, character: int) -> Answer | None:
+        """The completion at (line, UTF-16 character), or None (disabled, not ready, superseded,
+        empty). Raises BadRequest for an unknown document or a position outside it."""
+        self.counts["requests"] += 1
+        doc = self.documents.get(uri)
+        if doc is None:
+            raise BadRequest(f"unknown document {uri}: send textDocument/didOpen first")
+        key, version = doc.uri, doc.version
+        self.warmups.cancel(key)
+        ticket = self.latest.begin(key)
+        try:
+            await asyncio.sleep(self.settings.debounceMs / 1000)
+            if not self.latest.is_current(ticket) or doc.version != version:
+                self.counts["stale_dropped"] += 1
+                return None
+            snap = self.snapshot(uri)  # one incremental parse of the edits since the last one
+            reason = self._unservable(snap)
+            if reason is not None:
+                self.counts[reason] += 1
+                if reason == "refused_binary":
+                    self.tell_once(
+                        f"fastcomplete: {uri} holds binary data (NUL bytes): no completions"
+                    )
+                return None
+            view = self._cursor_view(snap, line, character)
+            with self.gate.foreground():
+                done = await self.in_model_thread(self._plan_and_run, snap, view, ticket.cancel)
+        except PositionError as exc:
+            self.counts["bad_position"] += 1
+            raise BadRequest(f"{uri}: {exc}") from exc
+        except asyncio.CancelledError:
+            ticket.cancel.set()  # the worker thread stops at its next forward pass
+            self.counts["cancelled"] += 1
+            raise
+        except RoutingError as exc:
+            self.counts["errors"] += 1
+            self.tell_once(f"fastcomplete: no model could complete: {exc}", "error")
+            return None
+        finally:
+            self.latest.finish(ticket)
+        return self._answer(snap, line, character, done, ticket.cancel)
+
+    def _answer(
+        self, snap: Snapshot, line: int, character: int, done: Completion, cancel: threading.Event
+    ) -> Answer | None:
+        result = done.result
+        self.counts["quality_fallbacks"] += done.syntax_rejected
+        self.counts["standard_retries"] += done.retried_on_standard
+        if result is not None and result.finish is Finish.CANCELLED:
+            self.counts["cancelled"] += 1
+            return None
+        doc = self.documents.get(snap.uri)
+        if cancel.is_set() or doc is None or doc.version != snap.version:
+            self.counts["stale_dropped"] += 1  # the document moved on while we generated
+            return None
+        self.counts["cache_hits"] += bool(result and result.cached)
+        if not done.text or result is None:
+            self.counts["empty"] += 1
+            return None
+        self.counts["answered"] += 1
+        if result.fallback:
+            preferred = FAST if self.settings.fastMode else STANDARD
+            self.tell_once(
+                f"fastcomplete: the {preferred} model failed ({result.fallback_reason}); "
+                f"completions come from the {result.variant} model for now"
+            )
+        if self.settings.debug:
+            log.info("completion %s:%d:%d -> %r", snap.uri, line, character, done.text)
+        return Answer(done.text, result, line, clamp_character(snap.text, line, character))
+
+    # -- idle warm-up ---------------------------------------------------------------------------
+
+    def schedule_warm(self, uri: str, line: int, character: int) -> None:
+        if self.engine is None or not self.models_ready.is_set():
+            return
+        self.spawn(self._warm(self.documents.key(uri), line, character))
+
+    async def _warm(self, uri: str, line: int, character: int) -> None:
+        ticket = self.warmups.begin(uri)
+        try:
+            await asyncio.sleep(WARM_DELAY_S)
+            if not self.warmups.is_current(ticket) or self.gate.busy:
+                return
+            snap = self.documents.snapshot(uri)
+            if snap is None or self._unservable(snap) is not None:
+                return
+            view = self._cursor_view(snap, line, character)
+            plan = await self.in_model_thread(self.plan, snap, view)
+            if plan.prompt.strip() and plan.route is not None:
+                await self.in_model_thread(
+                    self.engine.warm, plan.route, plan.prompt, plan.tokens, ticket.cancel
+                )
+        except (PositionError, RoutingError, ModelLoadError) as exc:
+            log.debug("warm-up skipped: %s", exc)
+        except Exception:
+            log.exception("warm-up failed")  # idle work must never take the server down
+        finally:
+            self.warmups.finish(ticket)
+
+    # -- explain and refactor -------------------------------------------------------------------
+
+    def selection(self, args: list[Any]) -> Selection:
+        """The selected code from [{uri, range}] or [uri, range]."""
+        try:
+            if len(args) == 1 and isinstance(args[0], dict):
+                uri, raw = args[0]["uri"], args[0]["range"]
+            else:
+                uri, raw = args[0], args[1]
+            ends = [(raw[k]["line"], raw[k]["character"]) for k in ("start", "end")]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise BadRequest("expected arguments [{uri, range: {start, end}}]") from exc
+        snap = self.snapshot(uri)
+        try:
+            start, end = sorted(offset_at(snap.text, line, char) for line, char in ends)
+        except (PositionError, TypeError) as exc:
+            raise BadRequest(f"{uri}: {exc}") from exc
+        return Selection(snap, snap.text[start:end], start, end)
+
+    async def chat(
+        self,
+        task: Task,
+        chat: Messages,
+        config: GenerationConfig,
+        on_text: Callable[[str], None],
+        cancel: threading.Event,
+    ) -> EngineResult:
+        """A generation on the standard model (or the remote in front of it), streamed."""
+        if self.engine is None or not self.models_ready.is_set():
+            raise BadRequest("models are still loading; try again in a moment")
+        result = await self.in_model_thread(
+            self.engine.generate,
+            task,
+            "",
+            config,
+            fast_mode=self.settings.fastMode,
+            cancel=cancel,
+            on_text=on_text,
+            pause=self.gate.pauser(cancel),
+            messages=chat,
+        )
+        if result.fallback and self.settings.remote and result.variant != REMOTE:
+            self.tell_once(
+                f"fastcomplete: the remote endpoint failed ({result.fallback_reason}); "
+                "using the local standard model"
+            )
+        return result
+
+    async def explain(
+        self, sel: Selection, on_text: Callable[[str], None], cancel: threading.Event
+    ) -> dict[str, Any]:
+        if not sel.code.strip():
+            raise BadRequest("nothing selected to explain")
+        chat = explain_messages(sel.code, sel.snapshot.language_id or "text")
+        result = await self.chat(Task.EXPLAIN, chat, EXPLAIN_CONFIG, on_text, cancel)
+        self.counts["explains"] += 1
+        cancelled = result.finish is Finish.CANCELLED
+        return {"markdown": result.text, "model": result.model_id, "cancelled": cancelled}
+
+    async def rewrite(
+        self, sel: Selection, on_text: Callable[[str], None], cancel: threading.Event
+    ) -> Rewrite:
+        if not sel.code.strip():
+            raise BadRequest("nothing selected to rewrite")
+        language = sel.snapshot.language_id or "text"
+        chat = refactor_messages(sel.code, language)
+        result = await self.chat(Task.REFACTOR, chat, REFACTOR_CONFIG, on_text, cancel)
+        if result.finish is Finish.CANCELLED:
+            return Rewrite(result.model_id, None, "cancelled", True)
+        rewritten = extract_code(result.text)
+        text = sel.snapshot.text
+        verdict = refactor_verdict(text, sel.code, rewritten, sel.start, sel.end, language)
+        if verdict is not None:
+            self.counts["refactors_refused"] += 1
+            self.tell(f"fastcomplete: rewrite not applied: {verdict}", "info")
+            return Rewrite(result.model_id, None, verdict, False)
+        return Rewrite(result.model_id, rewritten, None, False)
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def toggle_fast_mode(self) -> dict[str, bool]:
+        self.apply_settings({"fastMode": not self.settings.fastMode})
+        return {"fastMode": self.settings.fastMode}
+
+    def stats(self) -> dict[str, Any]:
+        engine = self.engine.stats() if self.engine is not None else {}
+        return {
+            "fastMode": self.settings.fastMode,
+            "modelsReady": self.models_ready.is_set(),
+            "server": dict(self.counts),
+            **engine,
+        }
+
+    def accepted(self, args: Sequence[Any]) -> None:
+        self.counts["accepted"] += 1
+        model = args[0].get("model") if args and isinstance(args[0], dict) else None
+        if isinstance(model, str):
+            self.counts[f"accepted.{model}"] += 1
+
+    def debug_document(self, args: Sequence[Any]) -> dict[str, Any]:
+        """What the server holds for a document (its text never leaves the machine)."""
+        uri = args[0].get("uri") if args and isinstance(args[0], dict) else None
+        if not isinstance(uri, str):
+            raise BadRequest("expected arguments [{uri}]")
+        snap = self.snapshot(uri)
+        return {"text": snap.text, "version": snap.version, "languageId": snap.language_id}

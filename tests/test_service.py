@@ -1,0 +1,107 @@
+"""The completion service without any LSP client: plain calls, plain answers."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from inference.engine import EngineConfig
+from lsp_server.service import BadRequest, CompletionService
+
+URI = "file:///w/calc.py"
+SOURCE = "import math\n\n\ndef hypot(a, b):\n    return math.sqrt(a * a + b * b"
+
+
+@pytest.fixture
+def service(tiny_model: Path) -> CompletionService:
+    told: list[tuple[str, str]] = []
+    config = EngineConfig(
+        fast_dir=tiny_model / "fast", standard_dir=tiny_model / "standard", cache_dir=None
+    )
+    svc = CompletionService(lambda message, level: told.append((message, level)), config)
+    svc.told = told  # type: ignore[attr-defined]
+    svc.apply_settings({"debounceMs": 0, "maxTokens": 8})
+    return svc
+
+
+async def _ready(svc: CompletionService) -> None:
+    reports: list[tuple[str, int | None]] = []
+    await svc.load_models(lambda message, pct: reports.append((message, pct)))
+    assert reports[-1] == ("models loaded", None) and svc.models_ready.is_set()
+
+
+async def test_complete_counts_and_answers_on_snapshots(service: CompletionService) -> None:
+    await _ready(service)
+    service.open(URI, SOURCE, 1, "python")
+    answer = await service.complete(URI, 4, 34)
+    stats = service.stats()["server"]
+    assert stats["requests"] == 1
+    assert stats.get("answered", 0) + stats.get("empty", 0) + stats.get("quality_fallbacks", 0) >= 1
+    if answer is not None:
+        assert (answer.line, answer.character) == (4, 34) and answer.text
+        assert answer.result.variant == "fast"
+    # A character past the line's end anchors at the line's end.
+    late = await service.complete(URI, 4, 99)
+    assert late is None or late.character == 34
+
+
+async def test_bad_requests_say_what_is_wrong(service: CompletionService) -> None:
+    await _ready(service)
+    with pytest.raises(BadRequest, match="send textDocument/didOpen first"):
+        await service.complete("file:///w/nowhere.py", 0, 0)
+    service.open(URI, SOURCE, 1, "python")
+    with pytest.raises(BadRequest, match="line 40"):
+        await service.complete(URI, 40, 0)
+    assert service.stats()["server"]["bad_position"] == 1
+    with pytest.raises(BadRequest, match=r"expected arguments \[\{uri, range"):
+        service.selection([{"uri": URI}])
+
+
+async def test_who_gets_nothing_and_why(service: CompletionService) -> None:
+    service.open(URI, SOURCE, 1, "python")
+    assert await service.complete(URI, 4, 34) is None  # models not loaded yet
+    await _ready(service)
+    service.open("file:///w/blob.py", "abc\x00def", 1, "python")
+    assert await service.complete("file:///w/blob.py", 0, 3) is None
+    assert await service.complete("file:///w/blob.py", 0, 3) is None
+    service.apply_settings({"languages": {"markdown": False}})
+    service.open("file:///w/notes.md", "# Notes\n\nSome", 1, "markdown")
+    assert await service.complete("file:///w/notes.md", 2, 4) is None
+    counts = service.stats()["server"]
+    assert counts["not_ready"] == 1 and counts["refused_binary"] == 2 and counts["disabled"] == 1
+    binary_notes = [m for m, _ in service.told if "binary data" in m]
+    assert len(binary_notes) == 1  # told once
+
+
+async def test_an_edit_during_generation_drops_the_answer(service: CompletionService) -> None:
+    await _ready(service)
+    service.open(URI, SOURCE, 1, "python")
+    pending = asyncio.ensure_future(service.complete(URI, 4, 34))
+    await asyncio.sleep(0)  # the request has started: now the user types on
+    edit = types.TextDocumentContentChangePartial(
+        range=types.Range(types.Position(4, 34), types.Position(4, 34)), text=")"
+    )
+    service.change(URI, 2, [edit])
+    assert await pending is None
+    assert service.stats()["server"]["stale_dropped"] == 1
+
+
+async def test_explain_streams_from_the_standard_model(service: CompletionService) -> None:
+    await _ready(service)
+    service.open(URI, SOURCE, 1, "python")
+    whole = {"start": {"line": 3, "character": 0}, "end": {"line": 4, "character": 34}}
+    sel = service.selection([{"uri": URI, "range": whole}])
+    assert sel.code.startswith("def hypot")
+    seen: list[str] = []
+    reply = await service.explain(sel, seen.append, threading.Event())
+    assert reply["model"] == "tiny-llama/standard" and not reply["cancelled"]
+    assert seen and seen[-1] == reply["markdown"]
+    cancel = threading.Event()
+    cancel.set()  # a cancelled request stops before its first forward pass
+    first_line = {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 16}}
+    other = service.selection([{"uri": URI, "range": first_line}])
+    assert (await service.explain(other, seen.append, cancel))["cancelled"]
