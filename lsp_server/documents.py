@@ -61,9 +61,15 @@ def _point(text: str, offset: int) -> tuple[int, Point]:
 def edit_tree(tree: Tree, old: str, start: int, end: int, inserted: str) -> None:
     """Tell `tree` that old[start:end] was replaced by `inserted`."""
     start_byte, start_point = _point(old, start)
-    old_end_byte, old_end_point = _point(old, end)
-    new = old[:start] + inserted
-    new_end_byte, new_end_point = _point(new, len(new))
+    old_end_byte, old_end_point = (start_byte, start_point) if end == start else _point(old, end)
+    added = inserted.encode("utf-8")
+    new_end_byte = start_byte + len(added)
+    lines = inserted.count("\n")
+    if lines:
+        last_line = len(inserted[inserted.rfind("\n") + 1 :].encode("utf-8"))
+        new_end_point = Point(start_point.row + lines, last_line)
+    else:
+        new_end_point = Point(start_point.row, start_point.column + len(added))
     tree.edit(
         start_byte=start_byte,
         old_end_byte=old_end_byte,
