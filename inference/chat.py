@@ -9,6 +9,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from inference.errors import ModelFailure
+
 # For models whose manifest records no template (built before it was recorded): SmolLM2's ChatML.
 CHATML = (
     "{% for message in messages %}"
@@ -18,8 +20,9 @@ CHATML = (
 )
 
 
-class ChatTemplateError(ValueError):
-    """The model's chat template cannot render these messages."""
+class ChatTemplateError(ModelFailure):
+    """The model's chat template cannot render these messages: a fault of the model's files, so
+    another model may serve."""
 
 
 @cache

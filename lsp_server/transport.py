@@ -30,6 +30,7 @@ import attrs
 import cattrs
 from lsprotocol import types
 from pygls.exceptions import (
+    JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
@@ -62,6 +63,7 @@ REQUEST_PARAMS: contextvars.ContextVar[Any] = contextvars.ContextVar("request_pa
 
 CLIENT_ERRORS = (JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcMethodNotFound, BadRequest)
 UNREADABLE = "fastcomplete: the editor sent a message the server could not read (see its log)"
+INTERNAL = "fastcomplete: a request failed with an internal error (see the log); still serving"
 
 
 def describe(exc: Exception) -> str:
@@ -179,6 +181,9 @@ class Protocol(LanguageServerProtocol):
                 exc = JsonRpcInvalidParams(str(exc))
             self._send_response(msg_id, error=exc.to_response_error())
             return
+        if exc is not None and not isinstance(exc, JsonRpcException):
+            # A bug of ours: pygls logs the traceback and answers -32603; the user hears once.
+            self._server.tell_once(INTERNAL)
         super()._send_handler_result(future, msg_id=msg_id)
 
     # Documents live in the completion service: pygls's workspace copies are never made.

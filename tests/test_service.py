@@ -105,3 +105,26 @@ async def test_explain_streams_from_the_standard_model(service: CompletionServic
     first_line = {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 16}}
     other = service.selection([{"uri": URI, "range": first_line}])
     assert (await service.explain(other, seen.append, cancel))["cancelled"]
+
+
+def test_a_bug_in_a_handler_is_answered_and_told_once() -> None:
+    """The transport answers -32603 for an exception of our own and tells the user, once."""
+    from concurrent.futures import Future
+
+    from lsp_server.transport import INTERNAL, Server
+
+    server = Server()
+    told: list[str] = []
+    server.service.notify = lambda message, level: told.append(message)
+    sent: list[dict] = []
+    server.protocol._send_response = lambda msg_id, **kw: sent.append(kw)  # type: ignore[method-assign]
+    for msg_id in (1, 2):
+        future: Future = Future()
+        future.set_exception(TypeError("a bug of ours"))
+        server.protocol._send_handler_result(future, msg_id=msg_id)
+    assert told == [INTERNAL] and len(sent) == 2
+    assert all(kw["error"].code == -32603 for kw in sent)
+    refused: Future = Future()
+    refused.set_exception(BadRequest("unknown document"))
+    server.protocol._send_handler_result(refused, msg_id=3)
+    assert sent[-1]["error"].code == -32602 and told == [INTERNAL]
