@@ -217,7 +217,6 @@ def build_context(
     fixed = "".join(parts)
     if tree is None:
         tree = parse(language_id, text)
-    source = text.encode("utf-8") if tree is not None else b""
     cursor_byte = len(text[:offset].encode("utf-8"))
     budget = budget_tokens - count_tokens(fixed)
     suffix = ""
@@ -227,14 +226,14 @@ def build_context(
     start = window_start(lines, cursor_line, budget, count_tokens)
     window_offset = sum(len(r) + 1 for r in lines[:start])
     if tree is not None and start > 0:
-        window_byte = len(text[:window_offset].encode("utf-8"))
+        above_text = text[:window_offset]
 
         def compute() -> tuple[list[str], list[str]]:
-            return _outside_window(tree, source, window_byte)
+            # Only on a miss: encoding the whole document is not a per-keystroke cost.
+            window_byte = len(above_text.encode("utf-8"))
+            return _outside_window(tree, text.encode("utf-8"), window_byte)
 
-        imports, headers = (
-            above.get(language_id, text[:window_offset], compute) if above else compute()
-        )
+        imports, headers = above.get(language_id, above_text, compute) if above else compute()
         outside = "".join(f"{s}\n" for s in [*imports, *headers])
         if outside and count_tokens(outside) < budget // 4:
             fixed += outside

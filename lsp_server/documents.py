@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -47,7 +47,7 @@ class Document:
     tree: Tree | None = None  # parsed from `text` when `edited` is None
     edited: Tree | None = None  # `tree` with the edits since, awaiting an incremental parse
     stale: bool = True  # the text changed in a way the tree cannot follow: parse from scratch
-    parses: int = field(default=0)  # how many parses this document has had (for tests, bench)
+    parses: int = 0  # how many parses this document has had (for tests, bench)
 
 
 def _point(text: str, offset: int) -> tuple[int, Point]:
@@ -143,12 +143,9 @@ class Documents:
         parser = parser_for(doc.language_id)
         if parser is None:
             return None
+        source = doc.text.encode("utf-8")
         old = None if doc.stale else doc.edited
-        doc.tree = (
-            parser.parse(doc.text.encode("utf-8"), old)
-            if old
-            else parser.parse(doc.text.encode("utf-8"))
-        )
+        doc.tree = parser.parse(source) if old is None else parser.parse(source, old)
         doc.edited, doc.stale = None, False
         doc.parses += 1
         return doc.tree
