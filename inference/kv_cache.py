@@ -93,6 +93,11 @@ class KVPool:
             return len(self.slots) * self.slot_bytes
         return sum(len(s) * self.spec.kv_bytes_per_token for s in self.slots)
 
+    def cached_tokens(self, prompt: list[int]) -> int:
+        """How many leading prompt tokens some slot already holds (a peek: nothing is leased)."""
+        with self._lock:
+            return max((common_prefix(s.tokens, prompt) for s in self.slots), default=0)
+
     def lease(self, prompt: list[int], wait_s: float = 1.0) -> tuple[KVSlot, int]:
         """A free slot and how many leading prompt tokens it already holds.
 

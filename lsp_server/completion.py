@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from tree_sitter import Tree
 
 from inference.engine import Engine, EngineResult, Tokens
-from inference.generate import GenerationConfig
+from inference.generate import Finish, GenerationConfig
 from inference.manifest import FimTemplate
 from inference.router import Route, RoutingError, Task
-from lsp_server.context import AboveWindow, Snippet, build_context, window_start
-from lsp_server.documents import edit_tree
+from lsp_server.context import WINDOW_STEP_LINES, AboveWindow, Snippet, build_context, window_start
+from lsp_server.documents import insert_parsed
 from lsp_server.positions import offset_at
-from lsp_server.postprocess import MINIMAL, RULES, Site, postprocess
+from lsp_server.postprocess import MINIMAL, RULES, Site, postprocess_why
 from lsp_server.settings import Settings
 from lsp_server.syntax import parser_for, tree_issues
 
@@ -29,6 +29,11 @@ CHARS_PER_TOKEN = 3  # only when no tokenizer is loaded yet
 SINGLE_LINE_DEADLINE_S = 1.5
 MULTI_LINE_DEADLINE_S = 4.0
 DRAFT_TOKENS = 8
+# A prompt whose uncached part would take longer than the request's prefill budget is answered
+# from the nearest lines instead (a short prompt that fits the budget); its window moves in
+# steps this small, and it never gets fewer tokens than this.
+SHORT_STEP_LINES = 8
+SHORT_MIN_TOKENS = 48
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,9 @@ class CompletionPlan:
     offset: int
     route: Route | None = None  # which models serve, in order (None: plan made without an engine)
     tokens: Tokens | None = None  # `prompt` encoded by the first loaded model of the route
+    # The whole-context plan when this one is the short plan of a cold prompt: to be prefilled
+    # in the background after answering, so that the next keystroke gets the whole context.
+    deferred: CompletionPlan | None = None
 
 
 @dataclass
@@ -58,6 +66,8 @@ class Completion:
     result: EngineResult | None
     syntax_rejected: bool = False  # a completion was dropped because it broke the syntax
     retried_on_standard: bool = False
+    empty_reason: str | None = None  # why `text` is empty: "no_prompt", "model_empty",
+    # "timed_out", "syntax", or "filtered.<rule>"
 
 
 def is_single_line(line_prefix: str, line_suffix: str, multiline: str) -> bool:
@@ -86,30 +96,35 @@ def plan_completion(
     options: PipelineOptions = PipelineOptions(),
     tree: Tree | None = None,
     above: AboveWindow | None = None,
+    budget_tokens: int | None = None,
+    step_lines: int = WINDOW_STEP_LINES,
 ) -> CompletionPlan:
-    """Raises PositionError for a position outside the document. `tree`: `text` parsed."""
+    """Raises PositionError for a position outside the document. `tree`: `text` parsed.
+    `budget_tokens`: the prompt's budget (default: the contextTokens setting)."""
     offset = offset_at(text, line, character)
     line_prefix = text[:offset].rsplit("\n", 1)[-1]
     line_suffix = text[offset:].split("\n", 1)[0].removesuffix("\r")
     count = count_tokens or (lambda s: len(s) // CHARS_PER_TOKEN)
+    budget = settings.contextTokens if budget_tokens is None else budget_tokens
     if options.context:
         ctx = build_context(
             text,
             offset,
             language_id=language_id,
             path=path,
-            budget_tokens=settings.contextTokens,
+            budget_tokens=budget,
             count_tokens=count,
             snippets=snippets,
             fim=fim,
             header=options.header,
             tree=tree,
             above=above,
+            step_lines=step_lines,
         )
         prompt, in_string = ctx.prompt, ctx.in_string_or_comment
     else:
         lines = text[:offset].split("\n")
-        start = window_start(lines, len(lines) - 1, settings.contextTokens, count)
+        start = window_start(lines, len(lines) - 1, budget, count, step_lines)
         prompt, in_string = "\n".join(lines[start:]), False
     single = is_single_line(line_prefix, line_suffix, settings.multiline) or (
         in_string and settings.multiline == "auto"
@@ -139,30 +154,46 @@ def plan_for_engine(
     options: PipelineOptions = PipelineOptions(),
     tree: Tree | None = None,
     above: AboveWindow | None = None,
+    prefill_budget_s: float | None = None,
 ) -> CompletionPlan:
     """The plan with its route decided and its prompt encoded once, by the model that serves
-    first on that route (its tokenizer counts the budget; its FIM template shapes the prompt)."""
+    first on that route (its tokenizer counts the budget; its FIM template shapes the prompt).
+
+    `prefill_budget_s`: when the prompt's uncached part would take longer to prefill, the plan
+    is a short one from the nearest lines that fits the budget, carrying the whole one as
+    `deferred`."""
     route = engine.route(Task.COMPLETION, settings.fastMode) if engine else None
     model = engine.planning_model(route) if engine and route else None
     tokenizer = model.tokenizer if model else None
-    plan = plan_completion(
-        text,
-        line,
-        character,
-        settings,
-        language_id=language_id,
-        path=path,
-        count_tokens=(lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None,
-        snippets=snippets,
-        fim=model.manifest.fim if model else None,
-        options=options,
-        tree=tree,
-        above=above,
-    )
-    tokens = None
-    if model is not None and plan.prompt.strip():
-        tokens = Tokens(model.tokenizer_id, tuple(model.tokenizer.encode(plan.prompt)))
-    return replace(plan, route=route, tokens=tokens)
+
+    def plan(**shape: object) -> CompletionPlan:
+        made = plan_completion(
+            text,
+            line,
+            character,
+            settings,
+            language_id=language_id,
+            path=path,
+            count_tokens=(lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None,
+            fim=model.manifest.fim if model else None,
+            options=options,
+            tree=tree,
+            **shape,  # type: ignore[arg-type]
+        )
+        tokens = None
+        if model is not None and made.prompt.strip():
+            tokens = Tokens(model.tokenizer_id, tuple(model.tokenizer.encode(made.prompt)))
+        return replace(made, route=route, tokens=tokens)
+
+    whole = plan(snippets=snippets, above=above)
+    if prefill_budget_s is None or engine is None or route is None or whole.tokens is None:
+        return whole
+    if engine.prefill_estimate_s(route, whole.tokens) <= prefill_budget_s:
+        return whole
+    rate = engine.prefill_s_per_token(model.model_id) if model else 1.0
+    budget = max(SHORT_MIN_TOKENS, min(settings.contextTokens, int(prefill_budget_s / rate)))
+    short = plan(budget_tokens=budget, step_lines=SHORT_STEP_LINES)
+    return replace(short, deferred=whole)
 
 
 def adds_syntax_errors(
@@ -175,11 +206,8 @@ def adds_syntax_errors(
         return False  # no grammar: nothing to check against
     if tree is None:
         tree = parser.parse(text.encode("utf-8"))
-    after_text = text[:offset] + insert + text[offset:]
-    edited = tree.copy()
-    edit_tree(edited, text, offset, offset, insert)
-    after = parser.parse(after_text.encode("utf-8"), edited)
-    return len(tree_issues(after)) > len(tree_issues(tree))
+    after = insert_parsed(text, tree, offset, insert, language_id)[1]
+    return after is not None and len(tree_issues(after)) > len(tree_issues(tree))
 
 
 def run_completion(
@@ -195,20 +223,24 @@ def run_completion(
     """Generate, post-process and check one completion (on a worker thread)."""
     started = time.perf_counter()
     if not plan.prompt.strip():
-        return Completion("", None)  # nothing to continue from: not a question for a model
+        # nothing to continue from: not a question for a model
+        return Completion("", None, empty_reason="no_prompt")
     rules = RULES if options.postprocess else MINIMAL
     route = plan.route or engine.route(Task.COMPLETION)
     result = engine.generate(
         Task.COMPLETION, plan.prompt, plan.config, route=route, tokens=plan.tokens, cancel=cancel
     )
-    shown = postprocess(result.text, plan.site, rules)
-    if not shown or not options.syntax_check:
+    shown, dropped_by = postprocess_why(result.text, plan.site, rules)
+    if not shown:
+        return Completion("", result, empty_reason=_why_empty(result, dropped_by))
+    if not options.syntax_check:
         return Completion(shown, result)
     if not adds_syntax_errors(text, plan.offset, shown, language_id, tree):
         return Completion(shown, result)
     # Broken syntax: one more try where the route says, while the time budget allows.
     retry = route.quality_retry(result.variant)
     left = (plan.config.deadline_s or 0) - (time.perf_counter() - started)
+    rejected = Completion("", result, syntax_rejected=True, empty_reason="syntax")
     if retry is not None and left > 0.2 and not cancel.is_set():
         try:
             again = engine.generate(
@@ -220,8 +252,18 @@ def run_completion(
                 cancel=cancel,
             )
         except RoutingError:  # the retry's model cannot serve now: nothing better to show
-            return Completion("", result, syntax_rejected=True)
-        shown = postprocess(again.text, plan.site, rules)
+            return rejected
+        shown = postprocess_why(again.text, plan.site, rules)[0]
         if shown and not adds_syntax_errors(text, plan.offset, shown, language_id, tree):
             return Completion(shown, again, syntax_rejected=True, retried_on_standard=True)
-    return Completion("", result, syntax_rejected=True)
+    return rejected
+
+
+def _why_empty(result: EngineResult, dropped_by: str | None) -> str:
+    if dropped_by is not None:
+        return f"filtered.{dropped_by}"
+    if result.finish is Finish.DEADLINE:
+        return "timed_out"
+    if result.finish is Finish.CANCELLED:
+        return "cancelled"
+    return "model_empty"

@@ -98,13 +98,23 @@ def comment_marker(language_id: str) -> str | None:
 
 
 def window_start(
-    lines: list[str], cursor_line: int, budget: int, cost: Callable[[str], int]
+    lines: list[str],
+    cursor_line: int,
+    budget: int,
+    cost: Callable[[str], int],
+    step_lines: int = WINDOW_STEP_LINES,
 ) -> int:
     """First line of the window: coarse steps back from the cursor while the budget allows."""
-    start = cursor_line - cursor_line % WINDOW_STEP_LINES
+    start = cursor_line - cursor_line % step_lines
     used = cost("\n".join(lines[start : cursor_line + 1]))
+    if used > budget:
+        # Even one step is too much: the nearest whole lines that fit (the cursor's line stays).
+        while start < cursor_line and used > budget:
+            used -= cost(lines[start] + "\n")
+            start += 1
+        return start
     while start > 0:
-        step_start = max(0, start - WINDOW_STEP_LINES)
+        step_start = max(0, start - step_lines)
         step = cost("\n".join(lines[step_start:start]))
         if used + step > budget:
             break
@@ -194,11 +204,13 @@ def build_context(
     header: str = "comment",
     tree: Tree | None = None,
     above: AboveWindow | None = None,
+    step_lines: int = WINDOW_STEP_LINES,
 ) -> Context:
     """`header`: how the file's path is given: "comment" (`# pkg/mod.py`), "filename" (the
     `<filename>` token StarCoder-style training data uses) or "none". `tree`: `text` already
     parsed (the document's incrementally kept tree); parsed here when not given. `above`:
-    remembers what lies above the window across keystrokes (see AboveWindow)."""
+    remembers what lies above the window across keystrokes (see AboveWindow). `step_lines`:
+    how far the window's start moves at a time (small for a short prompt)."""
     lines = text[:offset].split("\n")
     cursor_line = len(lines) - 1  # from the text itself: lone CRs would shift an LSP line number
     marker = comment_marker(language_id)
@@ -223,7 +235,7 @@ def build_context(
     if fim is not None:
         suffix = text[offset:][: max(0, budget // 4) * 3]
         budget -= count_tokens(suffix)
-    start = window_start(lines, cursor_line, budget, count_tokens)
+    start = window_start(lines, cursor_line, budget, count_tokens, step_lines)
     window_offset = sum(len(r) + 1 for r in lines[:start])
     if tree is not None and start > 0:
         above_text = text[:window_offset]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -158,6 +158,31 @@ class Documents:
             (u, d.text) for u in self._recent if u != doc.uri and (d := self._docs.get(u))
         )
         return Snapshot(doc.uri, doc.text, doc.version, doc.language_id, self.parse(doc), others)
+
+
+def insert_parsed(
+    text: str, tree: Tree | None, offset: int, inserted: str, language_id: str
+) -> tuple[str, Tree | None]:
+    """`text` with `inserted` at `offset`, and its tree: `tree` edited and parsed incrementally
+    (parsed whole when no tree is given; None without a grammar)."""
+    after = text[:offset] + inserted + text[offset:]
+    parser = parser_for(language_id)
+    if parser is None:
+        return after, None
+    if tree is None:
+        return after, parser.parse(after.encode("utf-8"))
+    edited = tree.copy()
+    edit_tree(edited, text, offset, offset, inserted)
+    return after, parser.parse(after.encode("utf-8"), edited)
+
+
+def with_insertion(snap: Snapshot, offset: int, inserted: str) -> Snapshot:
+    """The snapshot as it would be with `inserted` typed at `offset` (for work ahead of the
+    user, such as the suggestion after an accepted one)."""
+    if snap.tree is None:  # no grammar, or too large to keep a tree for
+        return replace(snap, text=snap.text[:offset] + inserted + snap.text[offset:])
+    text, tree = insert_parsed(snap.text, snap.tree, offset, inserted, snap.language_id)
+    return replace(snap, text=text, tree=tree)
 
 
 def around_cursor(text: str, line: int, character: int) -> tuple[str, int, int]:

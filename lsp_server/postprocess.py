@@ -110,8 +110,17 @@ MINIMAL: tuple[Rule, ...] = (stop_at_newline, trim_trailing_space, drop_empty)
 
 
 def postprocess(text: str, site: Site, rules: tuple[Rule, ...] = RULES) -> str:
+    return postprocess_why(text, site, rules)[0]
+
+
+def postprocess_why(
+    text: str, site: Site, rules: tuple[Rule, ...] = RULES
+) -> tuple[str, str | None]:
+    """The text to show, and the name of the rule that dropped it when nothing is left."""
+    if not text:
+        return "", None
     for rule in rules:
         text = rule(text, site)
         if not text:
-            return ""
-    return text
+            return "", rule.__name__
+    return text, None

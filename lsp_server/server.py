@@ -27,6 +27,9 @@ CMD_TOGGLE = "fastcomplete.toggleFastMode"
 CMD_STATS = "fastcomplete.stats"
 CMD_ACCEPTED = "fastcomplete.accepted"
 CMD_DEBUG_DOCUMENT = "fastcomplete.debugDocument"  # the server's view of a document, for tests
+# client -> server notification: {textDocument: {uri}, position?: {line, character}}, sent when
+# the cursor rests (debounced); the server warms the prompt there.
+DID_FOCUS = "fastcomplete/didFocus"
 
 
 def inline_items(uri: str, answer: Answer) -> list[types.InlineCompletionItem]:
@@ -46,6 +49,22 @@ def accepted_command(uri: str, answer: Answer) -> types.Command:
         command=CMD_ACCEPTED,
         arguments=[{"uri": uri, "model": answer.result.model_id, "chars": len(answer.text)}],
     )
+
+
+def focus_params(params: Any) -> tuple[str, int | None, int | None]:
+    """(uri, line, character) of a didFocus notification; BadRequest when malformed."""
+    try:
+        uri = params["textDocument"]["uri"]
+        position = params.get("position")
+        line = None if position is None else int(position["line"])
+        character = None if position is None else int(position["character"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadRequest(
+            f"{DID_FOCUS} expects {{textDocument: {{uri}}, position?: {{line, character}}}}"
+        ) from exc
+    if not isinstance(uri, str) or (line is not None and (line < 0 or character < 0)):
+        raise BadRequest(f"{DID_FOCUS}: a document uri and a position inside it")
+    return uri, line, character
 
 
 def range_json(start: types.Position, end: types.Position) -> dict[str, Any]:
@@ -104,6 +123,16 @@ def register(server: Server) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: Server, params: types.DidCloseTextDocumentParams) -> None:
         ls.service.close(params.text_document.uri)
+
+    @server.feature(DID_FOCUS)
+    def did_focus(ls: Server, params: Any) -> None:
+        try:
+            uri, line, character = focus_params(params)
+        except BadRequest as exc:  # a notification has no response to carry the error
+            log.warning("ignored: %s", exc)
+            ls.tell_once(f"fastcomplete ignored a malformed {DID_FOCUS} notification")
+            return
+        ls.service.focus(uri, line, character)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(

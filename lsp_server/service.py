@@ -33,8 +33,14 @@ from lsp_server.completion import (
     run_completion,
 )
 from lsp_server.context import AboveWindow, prompt_path
-from lsp_server.documents import TREE_MAX_CHARS, Documents, Snapshot, around_cursor
-from lsp_server.positions import PositionError, clamp_character, offset_at
+from lsp_server.documents import (
+    TREE_MAX_CHARS,
+    Documents,
+    Snapshot,
+    around_cursor,
+    with_insertion,
+)
+from lsp_server.positions import PositionError, clamp_character, offset_at, position_at
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
     REFACTOR_CONFIG,
@@ -47,14 +53,17 @@ from lsp_server.prompts import (
 from lsp_server.scheduler import Gate, LatestWins
 from lsp_server.settings import Settings, merge, remote_config
 from lsp_server.snippets import SnippetChooser
+from lsp_server.suggestions import Remembered, SuggestionMemory
 
 log = logging.getLogger(__name__)
 
 WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
+FOCUS_WARM_DELAY_S = 0.0  # the client already waited for the cursor to rest
 LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
 SNIPPET_SHARE = 5  # at most 1/5 of the prompt budget goes to other files' snippets
 
 Notify = Callable[[str, str], None]  # (message, level: "error" | "warning" | "info")
+Status = Callable[[str, str], None]  # (state: "loading" | "ready" | "error", message)
 Progress = Callable[[str, int | None], None]  # (message, percentage; None: done)
 
 
@@ -100,8 +109,15 @@ class Rewrite:
 
 
 class CompletionService:
-    def __init__(self, notify: Notify, engine_config: EngineConfig | None = None) -> None:
+    def __init__(
+        self,
+        notify: Notify,
+        engine_config: EngineConfig | None = None,
+        status: Status | None = None,
+    ) -> None:
         self.notify = notify
+        self.on_status = status
+        self.state = ("loading", "models not loaded yet")
         self.engine_config = engine_config
         self.settings = Settings()
         self.engine: Engine | None = None
@@ -110,6 +126,8 @@ class CompletionService:
         self.counts: Counter = Counter()
         self.latest = LatestWins()
         self.warmups = LatestWins()
+        self.prefetches = LatestWins()
+        self.memory = SuggestionMemory()
         self.gate = Gate()
         # Model work: completions, warm-ups and one chat task can run side by side.
         self.model_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="model")
@@ -128,6 +146,18 @@ class CompletionService:
         if message not in self._shown:
             self._shown.add(message)
             self.tell(message, level)
+
+    def set_state(self, state: str, message: str) -> None:
+        self.state = (state, message)
+        log.info("state: %s (%s)", state, message)
+        if self.on_status is not None:
+            self.on_status(state, message)
+
+    def no_answer(self, reason: str, where: str = "") -> None:
+        """Count why a request got no suggestion; every None answer passes here once."""
+        self.counts[f"empty.{reason}"] += 1
+        if self.settings.debug:
+            log.info("no completion %s: %s", where, reason)
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -163,6 +193,7 @@ class CompletionService:
 
     async def load_models(self, progress: Progress | None = None, observer: Any = None) -> None:
         """Load both models in the background; completions are served from the first one ready."""
+        self.set_state("loading", "loading models")
         self.engine = self.make_engine()
         if observer is not None:
             self.engine.metrics.add_observer(observer)
@@ -172,7 +203,9 @@ class CompletionService:
         for i, variant in enumerate((FAST, STANDARD)):
             try:
                 await self.in_model_thread(self.engine.load, variant)
-                self.models_ready.set()
+                if not self.models_ready.is_set():
+                    self.models_ready.set()
+                    self.set_state("ready", f"{variant} model ready")
             except ModelLoadError as exc:
                 missing.append(f"{variant} model: {exc}")
             if progress:
@@ -181,6 +214,8 @@ class CompletionService:
             progress("models loaded", None)
         for problem in missing:
             self.tell_once(f"fastcomplete: {problem}", "error")
+        if not self.models_ready.is_set():
+            self.set_state("error", "; ".join(missing) or "no model could be loaded")
 
     # -- documents ------------------------------------------------------------------------------
 
@@ -202,7 +237,20 @@ class CompletionService:
         key = self.documents.key(uri)
         self.latest.cancel(key)
         self.warmups.cancel(key)
+        self.prefetches.cancel(key)
+        self.memory.forget(key)
         self.documents.close(uri)
+
+    def focus(self, uri: str, line: int | None, character: int | None) -> None:
+        """The cursor rests at (line, character) in `uri`: warm the prompt there."""
+        self.counts["focus"] += 1
+        doc = self.documents.get(uri)
+        if doc is None:
+            return  # a focus on a document not synced to us (e.g. an output panel): nothing to do
+        self.documents.touch(doc.uri)
+        if line is None or character is None:
+            return
+        self.schedule_warm(uri, line, character, FOCUS_WARM_DELAY_S)
 
     def snapshot(self, uri: str) -> Snapshot:
         snap = self.documents.snapshot(uri)
@@ -234,8 +282,10 @@ class CompletionService:
         )
         return View(*around_cursor(snap.text, line, character), None)
 
-    def plan(self, snap: Snapshot, view: View) -> CompletionPlan:
-        """Raises PositionError. Runs on a worker thread: context, route and token ids."""
+    def plan(self, snap: Snapshot, view: View, cold_ok: bool = False) -> CompletionPlan:
+        """Raises PositionError. Runs on a worker thread: context, route and token ids.
+        `cold_ok`: a prompt too cold to prefill in time may be planned short (coldContext)."""
+        budget = self.settings.coldPrefillMs / 1000
         return plan_for_engine(
             self.engine,
             view.text,
@@ -247,32 +297,45 @@ class CompletionService:
             snippets=self.snippets.choose(snap.uri, snap.text, view.line, snap.others),
             tree=view.tree,
             above=self.above_window,
+            prefill_budget_s=budget if cold_ok and self.settings.coldContext else None,
         )
 
-    def _plan_and_run(self, snap: Snapshot, view: View, cancel: threading.Event) -> Completion:
-        plan = self.plan(snap, view)
+    def _plan_and_run(
+        self, snap: Snapshot, view: View, cancel: threading.Event, cold_ok: bool
+    ) -> tuple[CompletionPlan, Completion]:
+        plan = self.plan(snap, view, cold_ok)
         lang = snap.language_id
-        return run_completion(self.engine, plan, view.text, lang, cancel=cancel, tree=view.tree)
+        done = run_completion(self.engine, plan, view.text, lang, cancel=cancel, tree=view.tree)
+        return plan, done
 
     async def complete(self, uri: str, line: int, character: int) -> Answer | None:
         """The completion at (line, UTF-16 character), or None (disabled, not ready, superseded,
-        empty). Raises BadRequest for an unknown document or a position outside it."""
+        empty: `no_answer` counts why). Raises BadRequest for an unknown document or a position
+        outside it."""
         self.counts["requests"] += 1
         doc = self.documents.get(uri)
         if doc is None:
             raise BadRequest(f"unknown document {uri}: send textDocument/didOpen first")
         key, version = doc.uri, doc.version
+        where = f"{key}:{line}:{character}"
+        if self.settings.typeThrough and self.settings.enabled_for(doc.language_id):
+            ahead = self._typed_through(doc.uri, doc.text, line, character)
+            if ahead is not None:
+                return ahead  # no debounce, no model: the rest of what the editor shows
         self.warmups.cancel(key)
+        self.prefetches.cancel(key)
         ticket = self.latest.begin(key)
         try:
             await asyncio.sleep(self.settings.debounceMs / 1000)
             if not self.latest.is_current(ticket) or doc.version != version:
                 self.counts["stale_dropped"] += 1
+                self.no_answer("stale", where)
                 return None
             snap = self.snapshot(uri)  # one incremental parse of the edits since the last one
             reason = self._unservable(snap)
             if reason is not None:
                 self.counts[reason] += 1
+                self.no_answer(reason, where)
                 if reason == "refused_binary":
                     self.tell_once(
                         f"fastcomplete: {uri} holds binary data (NUL bytes): no completions"
@@ -280,38 +343,75 @@ class CompletionService:
                 return None
             view = self._cursor_view(snap, line, character)
             with self.gate.foreground():
-                done = await self.in_model_thread(self._plan_and_run, snap, view, ticket.cancel)
+                plan, done = await self.in_model_thread(
+                    self._plan_and_run, snap, view, ticket.cancel, True
+                )
         except PositionError as exc:
             self.counts["bad_position"] += 1
             raise BadRequest(f"{uri}: {exc}") from exc
         except asyncio.CancelledError:
             ticket.cancel.set()  # the worker thread stops at its next forward pass
             self.counts["cancelled"] += 1
+            self.no_answer("cancelled", where)
             raise
         except RoutingError as exc:
             self.counts["errors"] += 1
+            self.no_answer("error", where)
             self.tell_once(f"fastcomplete: no model could complete: {exc}", "error")
             return None
         finally:
             self.latest.finish(ticket)
-        return self._answer(snap, line, character, done, ticket.cancel)
+        answer = self._answer(snap, line, character, done, ticket.cancel)
+        if plan.deferred is not None:
+            # Answered from the nearest lines: prefill the whole prompt now, for the next key
+            # (before any prefetch, which would need that prompt too).
+            self.counts["short_context"] += 1
+            self.spawn(self._warm(key, line, character, 0.0, plan.deferred))
+        elif answer is not None and self.settings.prefetch:
+            self.spawn(self._prefetch(snap, answer))
+        return answer
+
+    def _typed_through(self, key: str, text: str, line: int, character: int) -> Answer | None:
+        try:
+            offset = offset_at(text, line, character)
+        except PositionError:
+            return None  # the model path reports it
+        found = self.memory.find(key, text, offset)
+        if found is None:
+            return None
+        self.counts["answered"] += 1
+        self.counts["type_through" if found.typed else "prefetch_hits"] += 1
+        if self.settings.debug:
+            log.info(
+                "completion %s:%d:%d -> %r (%s)",
+                key,
+                line,
+                character,
+                found.rest,
+                "typed through" if found.typed else "prefetched",
+            )
+        return Answer(found.rest, found.item.result, line, clamp_character(text, line, character))
 
     def _answer(
         self, snap: Snapshot, line: int, character: int, done: Completion, cancel: threading.Event
     ) -> Answer | None:
         result = done.result
+        where = f"{snap.uri}:{line}:{character}"
         self.counts["quality_fallbacks"] += done.syntax_rejected
         self.counts["standard_retries"] += done.retried_on_standard
         if result is not None and result.finish is Finish.CANCELLED:
             self.counts["cancelled"] += 1
+            self.no_answer("cancelled", where)
             return None
         doc = self.documents.get(snap.uri)
         if cancel.is_set() or doc is None or doc.version != snap.version:
             self.counts["stale_dropped"] += 1  # the document moved on while we generated
+            self.no_answer("stale", where)
             return None
         self.counts["cache_hits"] += bool(result and result.cached)
         if not done.text or result is None:
             self.counts["empty"] += 1
+            self.no_answer(done.empty_reason or "model_empty", where)
             return None
         self.counts["answered"] += 1
         if result.fallback:
@@ -321,27 +421,43 @@ class CompletionService:
                 f"completions come from the {result.variant} model for now"
             )
         if self.settings.debug:
-            log.info("completion %s:%d:%d -> %r", snap.uri, line, character, done.text)
-        return Answer(done.text, result, line, clamp_character(snap.text, line, character))
+            log.info("completion %s -> %r", where, done.text)
+        character = clamp_character(snap.text, line, character)
+        offset = offset_at(snap.text, line, character)
+        shown = Remembered(snap.text[:offset], snap.text[offset:], done.text, "shown", result)
+        self.memory.remember(snap.uri, shown)
+        return Answer(done.text, result, line, character)
 
-    # -- idle warm-up ---------------------------------------------------------------------------
+    # -- idle work: warm-up and prefetch ---------------------------------------------------------
 
-    def schedule_warm(self, uri: str, line: int, character: int) -> None:
+    def schedule_warm(
+        self, uri: str, line: int, character: int, delay_s: float = WARM_DELAY_S
+    ) -> None:
         if self.engine is None or not self.models_ready.is_set():
             return
-        self.spawn(self._warm(self.documents.key(uri), line, character))
+        self.spawn(self._warm(self.documents.key(uri), line, character, delay_s))
 
-    async def _warm(self, uri: str, line: int, character: int) -> None:
+    async def _warm(
+        self,
+        uri: str,
+        line: int,
+        character: int,
+        delay_s: float,
+        plan: CompletionPlan | None = None,
+    ) -> None:
+        """Prefill the prompt for (line, character) in idle time; `plan`: it is already made.
+        A warm-up stopped by a request keeps what it prefilled (the KV slot keeps it)."""
         ticket = self.warmups.begin(uri)
         try:
-            await asyncio.sleep(WARM_DELAY_S)
+            await asyncio.sleep(delay_s)
             if not self.warmups.is_current(ticket) or self.gate.busy:
                 return
-            snap = self.documents.snapshot(uri)
-            if snap is None or self._unservable(snap) is not None:
-                return
-            view = self._cursor_view(snap, line, character)
-            plan = await self.in_model_thread(self.plan, snap, view)
+            if plan is None:
+                snap = self.documents.snapshot(uri)
+                if snap is None or self._unservable(snap) is not None:
+                    return
+                view = self._cursor_view(snap, line, character)
+                plan = await self.in_model_thread(self.plan, snap, view)
             if plan.prompt.strip() and plan.route is not None:
                 await self.in_model_thread(
                     self.engine.warm, plan.route, plan.prompt, plan.tokens, ticket.cancel
@@ -352,6 +468,35 @@ class CompletionService:
             log.exception("warm-up failed")  # idle work must never take the server down
         finally:
             self.warmups.finish(ticket)
+
+    async def _prefetch(self, snap: Snapshot, shown: Answer) -> None:
+        """The suggestion after `shown`, as if it were accepted, computed in idle time and
+        remembered after it: accepting then shows the next one without a model run."""
+        ticket = self.prefetches.begin(snap.uri)
+        try:
+            await asyncio.sleep(0)  # the shown answer goes out first
+            if not self.prefetches.is_current(ticket) or self.gate.busy:
+                return
+            offset = offset_at(snap.text, shown.line, shown.character)
+            ahead = with_insertion(snap, offset, shown.text)
+            end = offset + len(shown.text)
+            line, character = position_at(ahead.text, end)
+            view = self._cursor_view(ahead, line, character)
+            _, done = await self.in_model_thread(
+                self._plan_and_run, ahead, view, ticket.cancel, False
+            )
+            if done.text and not ticket.cancel.is_set():
+                item = Remembered(
+                    ahead.text[:end], ahead.text[end:], done.text, "prefetch", done.result
+                )
+                self.memory.remember(snap.uri, item)
+                self.counts["prefetched"] += 1
+        except (PositionError, RoutingError, ModelLoadError) as exc:
+            log.debug("prefetch skipped: %s", exc)
+        except Exception:
+            log.exception("prefetch failed")  # idle work must never take the server down
+        finally:
+            self.prefetches.finish(ticket)
 
     # -- explain and refactor -------------------------------------------------------------------
 
@@ -439,10 +584,13 @@ class CompletionService:
 
     def stats(self) -> dict[str, Any]:
         engine = self.engine.stats() if self.engine is not None else {}
+        reasons = {k.split(".", 1)[1]: n for k, n in self.counts.items() if k.startswith("empty.")}
         return {
             "fastMode": self.settings.fastMode,
             "modelsReady": self.models_ready.is_set(),
-            "server": dict(self.counts),
+            "state": self.state[0],
+            "server": {k: n for k, n in self.counts.items() if not k.startswith("empty.")},
+            "emptyReasons": reasons,
             **engine,
         }
 

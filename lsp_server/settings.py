@@ -31,6 +31,13 @@ class Settings:
     # completions (also serve completions when fast mode is off).
     remote: dict[str, Any] | None = None
     debug: bool = False  # log prompts and completions (off: the log never holds code)
+    # Answering before the model: a cold prompt answered from the nearest lines while the whole
+    # one is prefilled (coldContext), the rest of a shown suggestion while it is typed
+    # (typeThrough), and the suggestion after a shown one computed in idle time (prefetch).
+    coldContext: bool = True
+    typeThrough: bool = True
+    prefetch: bool = True
+    coldPrefillMs: int = 250  # the prefill a request may spend before it goes short
 
     def enabled_for(self, language_id: str) -> bool:
         return self.enable and self.languages.get(language_id, True)
@@ -120,6 +127,10 @@ VALIDATORS = {
     "standardModelPath": _path,
     "remote": _remote,
     "debug": _bool,
+    "coldContext": _bool,
+    "typeThrough": _bool,
+    "prefetch": _bool,
+    "coldPrefillMs": _int_in(10, 5000),
 }
 
 

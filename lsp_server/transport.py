@@ -63,6 +63,7 @@ REQUEST_PARAMS: contextvars.ContextVar[Any] = contextvars.ContextVar("request_pa
 
 CLIENT_ERRORS = (JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcMethodNotFound, BadRequest)
 UNREADABLE = "fastcomplete: the editor sent a message the server could not read (see its log)"
+STATUS_NOTIFICATION = "fastcomplete/status"  # server -> client: {state, message, fastMode}
 INTERNAL = "fastcomplete: a request failed with an internal error (see the log); still serving"
 
 
@@ -209,7 +210,7 @@ class Server(LanguageServer):
 
     def __init__(self, engine_config: EngineConfig | None = None) -> None:
         super().__init__("fastcomplete", __version__, protocol_cls=Protocol, max_workers=4)
-        self.service = CompletionService(self.show, engine_config)
+        self.service = CompletionService(self.show, engine_config, self.send_status)
         self.command_cancels: dict[Any, threading.Event] = {}
         self.exporter: Any = None  # a PrometheusExporter when --metrics-port is given
         self._connected = False
@@ -218,6 +219,12 @@ class Server(LanguageServer):
 
     def show(self, message: str, level: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=LEVELS[level], message=message))
+
+    def send_status(self, state: str, message: str) -> None:
+        """The server's state for the client's status bar (see STATUS in the README)."""
+        fast = self.service.settings.fastMode
+        params = {"state": state, "message": message, "fastMode": fast}
+        self.protocol.notify(STATUS_NOTIFICATION, params)
 
     def tell_once(self, message: str) -> None:
         self.service.tell_once(message)
