@@ -41,6 +41,7 @@ class GenerationConfig:
     seed: int = 0
     stop_strings: tuple[str, ...] = ()
     stop_at_newline: bool = False  # single-line completions
+    next_line: bool = False  # with stop_at_newline: newlines before any text do not stop it
     deadline_s: float | None = None  # wall-clock budget from the start of the request
     draft_tokens: int = 0  # prompt-lookup drafts per step (greedy only); 0 turns it off
     prefill_chunk: int = PREFILL_CHUNK  # smaller for idle warm-ups, so a keystroke waits less
@@ -57,6 +58,7 @@ class GenerationConfig:
             self.seed if self.temperature > 0 else 0,
             self.stop_strings,
             self.stop_at_newline,
+            self.next_line,
             self.constraint,
         )
 
@@ -268,8 +270,13 @@ class Generation:
             self._emitted += piece
             yield piece
 
+    def _line_end(self, text: str) -> int:
+        """Where the line being written ends in `text` (-1: not yet)."""
+        start = len(text) - len(text.lstrip()) if self.config.next_line else 0
+        return text.find("\n", start)
+
     def _cut(self, text: str) -> Finish | None:
-        if self.config.stop_at_newline and "\n" in text:
+        if self.config.stop_at_newline and self._line_end(text) >= 0:
             return Finish.NEWLINE
         if any(s in text for s in self.config.stop_strings):
             return Finish.STOP
@@ -283,6 +290,6 @@ class Generation:
     def _final_text(self) -> str:
         text = self._text()
         cuts = [text.find(s) for s in self.config.stop_strings if s in text]
-        if self.config.stop_at_newline and "\n" in text:
-            cuts.append(text.index("\n"))
+        if self.config.stop_at_newline and self._line_end(text) >= 0:
+            cuts.append(self._line_end(text))
         return text[: min(cuts)] if cuts else text.rstrip("\ufffd")

@@ -20,7 +20,7 @@ from inference.router import Route, RoutingError, Task
 from lsp_server.context import WINDOW_STEP_LINES, AboveWindow, Snippet, build_context, window_start
 from lsp_server.documents import insert_parsed
 from lsp_server.positions import offset_at
-from lsp_server.postprocess import MINIMAL, RULES, Site, postprocess_why
+from lsp_server.postprocess import MINIMAL, NEXT_LINE, RULES, Rule, Site, postprocess_why
 from lsp_server.settings import Settings
 from lsp_server.syntax import parser_for, tree_issues
 
@@ -58,6 +58,7 @@ class CompletionPlan:
     # The whole-context plan when this one is the short plan of a cold prompt: to be prefilled
     # in the background after answering, so that the next keystroke gets the whole context.
     deferred: CompletionPlan | None = None
+    rules: tuple[Rule, ...] = RULES  # post-processing (the eval's ablation may still pick MINIMAL)
 
 
 @dataclass
@@ -188,12 +189,25 @@ def plan_for_engine(
     whole = plan(snippets=snippets, above=above)
     if prefill_budget_s is None or engine is None or route is None or whole.tokens is None:
         return whole
-    if engine.prefill_estimate_s(route, whole.tokens) <= prefill_budget_s:
+    estimate_s = engine.prefill_estimate_s(route, whole.tokens)
+    if estimate_s <= prefill_budget_s or model is None:
         return whole
-    rate = engine.prefill_s_per_token(model.model_id) if model else 1.0
+    rate = engine.prefill_s_per_token(model.model_id)
     budget = max(SHORT_MIN_TOKENS, min(settings.contextTokens, int(prefill_budget_s / rate)))
     short = plan(budget_tokens=budget, step_lines=SHORT_STEP_LINES)
+    if short.tokens is None or 2 * len(short.tokens.ids) > estimate_s / rate:
+        return whole  # hardly shorter than what is left to prefill: not worth less context
     return replace(short, deferred=whole)
+
+
+def next_line_plan(plan: CompletionPlan) -> CompletionPlan:
+    """At the end of a line, the plan for the line after it: a suggestion that starts with the
+    newline and the next line's indentation (shown after an accepted suggestion ends a line)."""
+    if plan.site.line_suffix.strip() or not plan.config.stop_at_newline:
+        return plan  # mid-line, or already a block
+    config = replace(plan.config, next_line=True)
+    site = replace(plan.site, single_line=False)
+    return replace(plan, config=config, site=site, rules=NEXT_LINE)
 
 
 def adds_syntax_errors(
@@ -225,7 +239,7 @@ def run_completion(
     if not plan.prompt.strip():
         # nothing to continue from: not a question for a model
         return Completion("", None, empty_reason="no_prompt")
-    rules = RULES if options.postprocess else MINIMAL
+    rules = plan.rules if options.postprocess else MINIMAL
     route = plan.route or engine.route(Task.COMPLETION)
     result = engine.generate(
         Task.COMPLETION, plan.prompt, plan.config, route=route, tokens=plan.tokens, cancel=cancel

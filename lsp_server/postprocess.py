@@ -107,6 +107,8 @@ RULES: tuple[Rule, ...] = (
     drop_empty,
 )
 MINIMAL: tuple[Rule, ...] = (stop_at_newline, trim_trailing_space, drop_empty)
+# The line after the cursor's (a suggestion that starts with a newline): it may well dedent.
+NEXT_LINE: tuple[Rule, ...] = (stop_at_fence_or_prose, trim_trailing_space, drop_empty)
 
 
 def postprocess(text: str, site: Site, rules: tuple[Rule, ...] = RULES) -> str:
@@ -116,8 +118,9 @@ def postprocess(text: str, site: Site, rules: tuple[Rule, ...] = RULES) -> str:
 def postprocess_why(
     text: str, site: Site, rules: tuple[Rule, ...] = RULES
 ) -> tuple[str, str | None]:
-    """The text to show, and the name of the rule that dropped it when nothing is left."""
-    if not text:
+    """The text to show, and the name of the rule that dropped it when nothing is left (None
+    when there was nothing to drop: the model gave no text, or only whitespace)."""
+    if not text.strip():
         return "", None
     for rule in rules:
         text = rule(text, site)

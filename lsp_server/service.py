@@ -29,6 +29,7 @@ from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
 from lsp_server.completion import (
     Completion,
     CompletionPlan,
+    next_line_plan,
     plan_for_engine,
     run_completion,
 )
@@ -301,9 +302,17 @@ class CompletionService:
         )
 
     def _plan_and_run(
-        self, snap: Snapshot, view: View, cancel: threading.Event, cold_ok: bool
+        self,
+        snap: Snapshot,
+        view: View,
+        cancel: threading.Event,
+        cold_ok: bool,
+        ahead: bool = False,
     ) -> tuple[CompletionPlan, Completion]:
+        """`ahead`: a prefetch, where the end of a line means the line after it."""
         plan = self.plan(snap, view, cold_ok)
+        if ahead:
+            plan = next_line_plan(plan)
         lang = snap.language_id
         done = run_completion(self.engine, plan, view.text, lang, cancel=cancel, tree=view.tree)
         return plan, done
@@ -483,7 +492,7 @@ class CompletionService:
             line, character = position_at(ahead.text, end)
             view = self._cursor_view(ahead, line, character)
             _, done = await self.in_model_thread(
-                self._plan_and_run, ahead, view, ticket.cancel, False
+                self._plan_and_run, ahead, view, ticket.cancel, False, True
             )
             if done.text and not ticket.cancel.is_set():
                 item = Remembered(

@@ -55,6 +55,20 @@ def test_prompt_start_is_stable_while_typing() -> None:
     assert len(first_lines) == 1  # every keystroke extends the same prompt: KV reuse
 
 
+def test_a_short_budget_gets_the_nearest_whole_lines() -> None:
+    """The cold-start prompt: a few lines before the cursor, starting on a line boundary, and
+    the same start while the cursor's line grows (its KV is reused key to key)."""
+    starts = set()
+    for typed in ("p", "pa", "path.exists("):
+        ctx = _ctx(LONG + typed, budget=40, step_lines=8)
+        window = ctx.prompt.split("\n", 1)[1]
+        assert LONG.endswith(window.removesuffix(typed)) and ctx.window_start_line > 0
+        assert window.startswith("    def ") or window.startswith("        ")
+        assert len(window) // 3 <= 40
+        starts.add(ctx.window_start_line)
+    assert len(starts) == 1
+
+
 def test_what_lies_above_the_window_is_remembered_by_its_text() -> None:
     """Half-typed code below the window (an unclosed string here) changes how tree-sitter reads
     the document, but not the prompt's start: the text above the window is the same."""

@@ -88,6 +88,35 @@ def test_cancel_before_start_and_mid_prefill(tiny: Model) -> None:
     assert gen.result.forward_passes == 1
 
 
+def test_a_stopped_prefill_keeps_what_it_computed(tiny: Model) -> None:
+    """A prefill cancelled after two chunks leaves those chunks' KV in the pool: the next run
+    of the same prompt starts from there, and gives what a run from scratch gives."""
+    tiny.pool.clear()
+    prompt = (_ids(tiny, 2000) * 4)[:1000]
+    cancel = threading.Event()
+    calls = 0
+
+    class CancelAfterTwoChunks:
+        spec = tiny.runner.spec
+        min_rows = tiny.runner.min_rows
+
+        def forward(self, *args: object) -> object:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                cancel.set()
+            return tiny.runner.forward(*args)
+
+    model = dataclasses.replace(tiny, runner=CancelAfterTwoChunks())
+    config = GenerationConfig(max_new_tokens=8, prefill_chunk=128)
+    assert Generation(model, prompt, config, cancel).run().finish is Finish.CANCELLED
+    assert tiny.pool.cached_tokens(prompt) == 256
+    resumed = Generation(tiny, prompt, config).run()
+    assert resumed.reused_tokens == 256
+    tiny.pool.clear()
+    assert Generation(tiny, prompt, config).run().token_ids == resumed.token_ids
+
+
 def test_deadline_is_honoured(tiny: Model) -> None:
     gen = Generation(tiny, _ids(tiny), GenerationConfig(max_new_tokens=10_000, deadline_s=0.3))
     started = time.perf_counter()
@@ -170,3 +199,14 @@ def test_asking_for_more_tokens_than_the_slot_holds_still_generates(tiny_model: 
     assert gen.result.prompt_tokens == 128 - 64 - 1  # the tokens asked for get half the slot
     if gen.result.finish is Finish.LENGTH:  # the slot filled up: every row was used
         assert gen.result.prompt_tokens + gen.result.new_tokens >= 127
+
+
+def test_next_line_mode_stops_at_the_end_of_the_line_after(tiny: Model) -> None:
+    """A suggestion after the end of a line starts with the newline: the line it starts ends it."""
+    config = GenerationConfig(stop_at_newline=True, next_line=True)
+    gen = Generation(tiny, _ids(tiny, 20), config)
+    assert gen._line_end("\n    return x\n    y") == len("\n    return x")
+    assert gen._line_end("\n    ") == -1  # only the indentation so far: go on
+    plain = Generation(tiny, _ids(tiny, 20), GenerationConfig(stop_at_newline=True))
+    assert plain._line_end("\n    return x") == 0
+    assert config.cache_key != GenerationConfig(stop_at_newline=True).cache_key

@@ -11,6 +11,7 @@ from lsprotocol import types
 
 from inference.engine import EngineConfig
 from lsp_server.service import BadRequest, CompletionService
+from lsp_server.suggestions import Remembered
 
 URI = "file:///w/calc.py"
 SOURCE = "import math\n\n\ndef hypot(a, b):\n    return math.sqrt(a * a + b * b"
@@ -73,6 +74,7 @@ async def test_who_gets_nothing_and_why(service: CompletionService) -> None:
     assert await service.complete("file:///w/notes.md", 2, 4) is None
     counts = service.stats()["server"]
     assert counts["not_ready"] == 1 and counts["refused_binary"] == 2 and counts["disabled"] == 1
+    assert service.stats()["emptyReasons"] == {"not_ready": 1, "refused_binary": 2, "disabled": 1}
     binary_notes = [m for m, _ in service.told if "binary data" in m]
     assert len(binary_notes) == 1  # told once
 
@@ -128,3 +130,101 @@ def test_a_bug_in_a_handler_is_answered_and_told_once() -> None:
     refused.set_exception(BadRequest("unknown document"))
     server.protocol._send_handler_result(refused, msg_id=3)
     assert sent[-1]["error"].code == -32602 and told == [INTERNAL]
+
+
+def _edit(service: CompletionService, version: int, line: int, char: int, text: str) -> None:
+    at = types.Position(line, char)
+    edit = types.TextDocumentContentChangePartial(range=types.Range(at, at), text=text)
+    service.change(URI, version, [edit])
+
+
+def _model_requests(service: CompletionService) -> int:
+    return sum(m["requests"] for m in service.stats()["models"].values())
+
+
+async def _idle(service: CompletionService) -> None:
+    """Wait for the background work (warm-ups, prefetches) to finish."""
+    while service._background:
+        await asyncio.gather(*list(service._background))
+
+
+async def test_typing_through_a_suggestion_needs_no_model(service: CompletionService) -> None:
+    await _ready(service)
+    service.apply_settings({"prefetch": False})
+    service.open(URI, SOURCE, 1, "python")
+    shown = await service.complete(URI, 4, 34)
+    assert shown is not None and len(shown.text) > 3
+    runs = _model_requests(service)
+    _edit(service, 2, 4, 34, shown.text[:3])  # the user types what the suggestion shows
+    rest = await service.complete(URI, 4, 37)
+    assert (
+        rest is not None and rest.text == shown.text[3:] and (rest.line, rest.character) == (4, 37)
+    )
+    assert service.stats()["server"]["type_through"] == 1 and _model_requests(service) == runs
+    _edit(service, 3, 4, 37, "\u00e9")  # diverges (a non-ASCII letter): the model runs again
+    await service.complete(URI, 4, 38)
+    assert service.stats()["server"]["type_through"] == 1 and _model_requests(service) == runs + 1
+    service.apply_settings({"typeThrough": False})
+    text = service.documents.get(URI).text
+    offset = len(text) - len(text.split("\n")[-1]) + 38
+    service.memory.remember(URI, Remembered(text[:offset], text[offset:], "ab", "shown", None))
+    await service.complete(URI, 4, 38)
+    assert service.stats()["server"]["type_through"] == 1  # switched off: the model answers
+    assert _model_requests(service) == runs + 2
+
+
+async def test_accepting_shows_the_prefetched_suggestion(service: CompletionService) -> None:
+    await _ready(service)
+    service.open(URI, SOURCE, 1, "python")
+    shown = await service.complete(URI, 4, 34)
+    assert shown is not None and "\n" not in shown.text
+    await _idle(service)
+    assert service.stats()["server"]["prefetched"] == 1
+    runs = _model_requests(service)
+    _edit(service, 2, 4, 34, shown.text)  # accepted
+    after = await service.complete(URI, 4, 34 + len(shown.text))
+    assert after is not None and after.text
+    assert service.stats()["server"]["prefetch_hits"] == 1 and _model_requests(service) == runs
+
+
+async def test_a_cold_prompt_is_answered_from_the_nearest_lines(
+    service: CompletionService,
+) -> None:
+    await _ready(service)
+    body = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(80))
+    text = body + "def g(a, b):\n    return a"
+    service.open(URI, text, 1, "python")
+    service.warmups.cancel(URI)  # no open-time warm-up: the first ask finds the prompt cold
+    service.apply_settings({"coldPrefillMs": 10, "contextTokens": 1024})
+    snap = service.snapshot(URI)
+    line = text.count("\n")
+    view = service._cursor_view(snap, line, 12)
+    plan = service.plan(snap, view, cold_ok=True)
+    assert plan.deferred is not None and plan.deferred.deferred is None
+    assert plan.prompt.endswith("def g(a, b):\n    return a")
+    assert len(plan.tokens.ids) < len(plan.deferred.tokens.ids) // 4
+    await service.complete(URI, line, 12)
+    assert service.stats()["server"]["short_context"] == 1
+    await _idle(service)  # the whole prompt was prefilled in the background
+    again = service.plan(service.snapshot(URI), view, cold_ok=True)
+    assert again.deferred is None and again.prompt == plan.deferred.prompt
+    service.apply_settings({"coldContext": False})
+    service.above_window = type(service.above_window)()
+    assert service.plan(snap, view, cold_ok=True).deferred is None
+
+
+async def test_the_cursor_resting_warms_its_prompt(service: CompletionService) -> None:
+    await _ready(service)
+    service.open(URI, SOURCE, 1, "python")
+    await _idle(service)
+    service.engine.router.loaded("fast").pool.clear()
+    warmed = service.stats()["events"].get("warmups", 0)
+    service.focus(URI, 4, 20)
+    service.focus("file:///w/not-open.py", 0, 0)  # ignored: not a document the server has
+    await _idle(service)
+    assert service.stats()["server"]["focus"] == 2
+    assert service.stats()["events"]["warmups"] == warmed + 1
+    snap = service.snapshot(URI)
+    plan = service.plan(snap, service._cursor_view(snap, 4, 20))
+    pool = service.engine.router.loaded("fast").pool
+    assert pool.cached_tokens(list(plan.tokens.ids)) == len(plan.tokens.ids)

@@ -52,6 +52,13 @@ async def start(client: LanguageClient, options: dict[str, Any], caps=None) -> N
         return types.ApplyWorkspaceEditResult(applied=True)
 
     client.applied_edits = applied  # type: ignore[attr-defined]
+    statuses: list[dict[str, Any]] = []
+
+    @client.feature("fastcomplete/status")
+    def status(params: Any) -> None:  # pygls hands custom params over as a namedtuple
+        statuses.append(params._asdict() if hasattr(params, "_asdict") else params)
+
+    client.statuses = statuses  # type: ignore[attr-defined]
     client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
         types.InitializeParams(capabilities=caps or capabilities(), initialization_options=options)
     )

@@ -70,6 +70,9 @@ async def test_inline_completion_comes_from_the_fast_model(client: LanguageClien
         "fastcomplete.stats",
         "fastcomplete.accepted",
     }
+    client.workspace_did_change_configuration(  # no suggestion computed ahead: one model run
+        types.DidChangeConfigurationParams(settings={"fastcomplete": {"prefetch": False}})
+    )
     open_doc(client, URI, SOURCE)
     result = await inline(client, URI, *_end(SOURCE))
     assert result.items, "the model produced nothing"
@@ -338,3 +341,45 @@ async def test_complete_gives_what_the_editor_shows(
         assert field in cli
     # The idle warm-up put the whole prompt in the KV cache: the request feeds one token.
     assert cli["reused_tokens"] == cli["prompt_tokens"] - 1 and cli["trimmed_tokens"] == 0
+
+
+# -- answers before the model: the cursor's prompt warmed, type-through, the next suggestion ----
+
+
+async def _stat(client: LanguageClient, key: str, at_least: int = 1) -> dict:
+    for _ in range(100):
+        stats = await command(client, "fastcomplete.stats")
+        if stats["server"].get(key, 0) >= at_least or stats["events"].get(key, 0) >= at_least:
+            return stats
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{key} never reached {at_least}: {stats}")
+
+
+async def test_focus_type_through_and_the_next_suggestion(client: LanguageClient) -> None:
+    assert [s["state"] for s in client.statuses][:2] == ["loading", "ready"]
+    open_doc(client, URI, SOURCE)
+    end = _end(SOURCE)
+    await asyncio.sleep(0.5)  # the open-time warm-up of the file's end, then the cursor rests:
+    warmed = (await command(client, "fastcomplete.stats"))["events"].get("warmups", 0)
+    focus = {"textDocument": {"uri": URI}, "position": {"line": 4, "character": 10}}
+    client.protocol.notify("fastcomplete/didFocus", focus)
+    await _stat(client, "warmups", warmed + 1)  # a warm-up for the cursor's prompt
+    client.protocol.notify("fastcomplete/didFocus", {"textDocument": 5})
+    for _ in range(50):
+        if any("malformed fastcomplete/didFocus" in m.message for m in client.messages):
+            break
+        await asyncio.sleep(0.1)
+    assert any("malformed fastcomplete/didFocus" in m.message for m in client.messages)
+
+    shown = (await inline(client, URI, *end)).items[0].insert_text
+    assert len(shown) > 1, shown
+    insert(client, URI, 2, *end, shown[0])  # the user types the first character shown
+    rest = await inline(client, URI, end[0], end[1] + 1)
+    assert rest.items and rest.items[0].insert_text == shown[1:]
+    assert (await _stat(client, "type_through"))["server"]["type_through"] == 1
+    runs = (await _stat(client, "prefetched"))["models"]["smollm2-135m/fast"]["requests"]
+    insert(client, URI, 3, end[0], end[1] + 1, shown[1:])  # ...and accepts the rest
+    after = await inline(client, URI, end[0], end[1] + len(shown))
+    stats = await command(client, "fastcomplete.stats")
+    assert after.items and stats["server"]["prefetch_hits"] == 1
+    assert stats["models"]["smollm2-135m/fast"]["requests"] == runs  # no model run for it

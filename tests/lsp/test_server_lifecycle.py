@@ -43,6 +43,9 @@ async def test_missing_models_are_reported_and_the_server_stays_up(
     assert not (await inline(client, uri, 1, 12)).items
     stats = await command(client, "fastcomplete.stats")
     assert stats["modelsReady"] is False and stats["server"]["not_ready"] == 1
+    assert stats["emptyReasons"] == {"not_ready": 1} and stats["state"] == "error"
+    states = [s["state"] for s in client.statuses]
+    assert states == ["loading", "error"] and "models build" in client.statuses[-1]["message"]
 
 
 async def test_invalid_initialization_options_name_the_key(client: LanguageClient) -> None:

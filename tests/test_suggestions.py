@@ -1,0 +1,55 @@
+"""Type-through: the rest of a shown suggestion when the document has the start of it typed."""
+
+from __future__ import annotations
+
+from lsp_server.suggestions import Remembered, SuggestionMemory, typed_through
+
+BEFORE = "def area(r):\n    return "
+AFTER = "\n\n\ndef main():\n    print(area(2))\n"
+SHOWN = Remembered(BEFORE, AFTER, "math.pi * r ** 2", "shown", None)
+
+
+def doc(typed: str, after: str = AFTER) -> tuple[str, int]:
+    """The document with `typed` at the anchor, and the cursor after it."""
+    return BEFORE + typed + after, len(BEFORE) + len(typed)
+
+
+def test_typing_the_suggestion_leaves_its_rest() -> None:
+    for typed in ("", "m", "math.", "math.pi * r ** "):
+        found = typed_through(SHOWN, *doc(typed))
+        assert found is not None and typed + found.rest == SHOWN.text
+
+
+def test_diverging_or_finishing_it_ends_the_match() -> None:
+    assert typed_through(SHOWN, *doc("math.e")) is None  # typed something else
+    assert typed_through(SHOWN, *doc("math.pi * r ** 2")) is None  # all of it: nothing left
+    text, cursor = doc("math")
+    assert typed_through(SHOWN, text, cursor - 1) is None  # cursor moved back into it
+
+
+def test_an_edit_elsewhere_ends_the_match() -> None:
+    assert typed_through(SHOWN, *doc("ma", AFTER.replace("2", "3"))) is None  # below
+    text, cursor = doc("ma")
+    assert typed_through(SHOWN, "#" + text, cursor + 1) is None  # above
+
+
+def test_non_ascii_text_around_the_suggestion() -> None:
+    item = Remembered("s = 'héllo 🙂'\nt = ", "\nprint(s)\n", "s.upper()", "shown", None)
+    text = item.before + "s.u" + item.after
+    found = typed_through(item, text, len(item.before) + 3)
+    assert found is not None and found.rest == "pper()"
+
+
+def test_memory_prefers_the_newest_and_forgets_closed_documents() -> None:
+    memory = SuggestionMemory()
+    memory.remember("a", SHOWN)
+    # The suggestion after the shown one, remembered as if it had been accepted.
+    ahead = Remembered(BEFORE + SHOWN.text, AFTER, "  # m²", "prefetch", None)
+    memory.remember("a", ahead)
+    found = memory.find("a", *doc(SHOWN.text))
+    assert found is not None and found.item.origin == "prefetch" and found.rest == "  # m²"
+    found = memory.find("a", *doc("math"))
+    assert found is not None and found.item is SHOWN
+    assert memory.find("b", *doc("math")) is None
+    memory.forget("a")
+    assert memory.find("a", *doc("math")) is None
