@@ -121,7 +121,15 @@ class KVPool:
                     self._lock.wait(left)
                     continue
                 break
-            if reused == 0 and len(self.slots) < self.max_slots:
+            if best is not None and reused < self._worth_keeping(best):
+                # Reusing a few tokens (a shared file header) would throw away a long cached
+                # sequence another request is about to resume: take a new or the oldest slot.
+                if len(self.slots) < self.max_slots:
+                    best, reused = None, 0
+                else:
+                    oldest = min((s for s in self.slots if not s.leased), key=lambda s: s.last_used)
+                    best, reused = oldest, common_prefix(oldest.tokens, prompt)
+            if best is None and len(self.slots) < self.max_slots:
                 best = self._new_slot()
             elif best is None:
                 raise RuntimeError("every KV slot is in use: too many concurrent generations")
@@ -131,6 +139,11 @@ class KVPool:
             best.leased = True
             best.last_used = time.monotonic()
             return best, max(reused, 0)
+
+    @staticmethod
+    def _worth_keeping(slot: KVSlot) -> int:
+        """Reusing fewer of a slot's tokens than this destroys more than it saves."""
+        return 1 if len(slot) < 4 * WAIT_FOR_TOKENS else len(slot) // 4
 
     def release(self, slot: KVSlot) -> None:
         with self._lock:

@@ -17,7 +17,7 @@ from lsprotocol import types
 from inference.engine import EngineConfig
 from lsp_server.positions import position_at
 from lsp_server.service import Answer, BadRequest
-from lsp_server.transport import Server, is_loopback
+from lsp_server.transport import Server, is_loopback, plain
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ def register(server: Server) -> None:
     @server.feature(DID_FOCUS)
     def did_focus(ls: Server, params: Any) -> None:
         try:
-            uri, line, character = focus_params(params)
+            uri, line, character = focus_params(plain(params))
         except BadRequest as exc:  # a notification has no response to carry the error
             log.warning("ignored: %s", exc)
             ls.tell_once(f"fastcomplete ignored a malformed {DID_FOCUS} notification")

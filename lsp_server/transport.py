@@ -205,6 +205,15 @@ class Protocol(LanguageServerProtocol):
             yield handler, (params,), None
 
 
+def plain(value: Any) -> Any:
+    """Params of a method pygls has no type for arrive as namedtuples: back to dicts/lists."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
 class Server(LanguageServer):
     """A pygls server around one CompletionService; handlers are registered by lsp_server.server."""
 

@@ -62,6 +62,17 @@ def test_pool_picks_the_longest_prefix_and_respects_the_budget(tiny_model: Path)
     d, reused = pool.lease([1, 2, 3])
     assert reused == 2
     pool.release(d)
+    # A long sequence (a prefill in progress) is not given up to reuse a shared file header:
+    long = list(range(100, 400))
+    e, _ = pool.lease(long)
+    e.tokens[:] = long
+    pool.release(e)
+    f, reused = pool.lease([*long[:10], 7, 7, 7])
+    assert f is not e and reused == 0 and e.tokens == long
+    pool.release(f)
+    g, reused = pool.lease([*long[:200], 5])  # reusing most of it is what it is kept for
+    assert g is e and reused == 200
+    pool.release(g)
     tight = KVPool(spec, shared_buffers=False, config=PoolConfig(budget_bytes=0))
     s, _ = tight.lease([1, 2])
     s.tokens[:] = [1, 2]

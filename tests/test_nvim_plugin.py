@@ -1,5 +1,5 @@
 """The Neovim plugin (editors/nvim) in a real headless Neovim 0.12: setup, suggest, accept,
-toggle fast mode, explain into a floating window, health check."""
+toggle fast mode, explain into a floating window, health check, cursor focus, server status."""
 
 from __future__ import annotations
 
@@ -41,13 +41,33 @@ return ''
 """
 
 
-@pytest.fixture
-def nvim(tmp_path: Path, real_model: Path, monkeypatch: pytest.MonkeyPatch):
+# Every didFocus the plugin sends, kept in _G.focus_sent (the client's notify, wrapped).
+RECORD_FOCUS = """
+_G.focus_sent = {}
+local client = require('fastcomplete').client()
+local notify = client.notify
+client.notify = function(self, method, params)
+  if method == 'fastcomplete/didFocus' then table.insert(_G.focus_sent, params) end
+  return notify(self, method, params)
+end
+"""
+# Each state fastcomplete/status brought, in order, seen through the User autocmd.
+RECORD_STATES = """
+_G.states = {}
+vim.api.nvim_create_autocmd('User', {pattern = 'FastcompleteStatus', callback = function()
+  table.insert(_G.states, vim.g.fastcomplete_status.state)
+end})
+"""
+STATUSLINE = "return require('fastcomplete').statusline()"
+
+
+def _editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: Path):
     editors = headless_nvim(tmp_path, monkeypatch)
     editor = next(editors)
+    editor.exec_lua(RECORD_STATES)
     settings = {
-        "fastModelPath": str(real_model / "fast"),
-        "standardModelPath": str(real_model / "standard"),
+        "fastModelPath": str(model / "fast"),
+        "standardModelPath": str(model / "standard"),
         "debounceMs": 0,
     }
     editor.exec_lua(
@@ -57,14 +77,33 @@ def nvim(tmp_path: Path, real_model: Path, monkeypatch: pytest.MonkeyPatch):
     editors.close()
 
 
-def _open(nvim, tmp_path: Path) -> None:
+@pytest.fixture
+def nvim(tmp_path: Path, real_model: Path, monkeypatch: pytest.MonkeyPatch):
+    yield from _editor(tmp_path, monkeypatch, real_model)
+
+
+@pytest.fixture
+def tiny_nvim(tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    """The plugin on the tiny model: focus and status need a server, not good completions."""
+    yield from _editor(tmp_path, monkeypatch, tiny_model)
+
+
+@pytest.fixture
+def modelless_nvim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The plugin pointed at model folders that do not exist."""
+    yield from _editor(tmp_path, monkeypatch, tmp_path / "no-such-model")
+
+
+def _open(nvim, tmp_path: Path, text: str | None = None) -> Path:
     source = tmp_path / "shapes.py"
     source.write_text(
-        "import math\n\n\ndef circle_area(radius: float) -> float:\n"
+        text
+        or "import math\n\n\ndef circle_area(radius: float) -> float:\n"
         '    """Area of a circle."""\n    return math.pi * radius'
     )
     nvim.command(f"edit {source}")  # FileType python: the plugin starts the server
     wait_for(lambda: (nvim.exec_lua(STATS) or {}).get("modelsReady"), timeout=120)
+    return source
 
 
 def test_suggest_and_accept_with_the_accept_key(nvim, tmp_path: Path) -> None:
@@ -112,3 +151,56 @@ def test_toggle_explain_and_health(nvim, tmp_path: Path) -> None:
     report = "\n".join(nvim.current.buffer[:])
     assert "server found" in report and "model smollm2-135m/fast" in report
     assert "mode: standard" in report
+
+
+def test_statusline_follows_the_server_status(tiny_nvim, tmp_path: Path) -> None:
+    assert tiny_nvim.exec_lua(STATUSLINE) == ""  # no server has spoken yet
+    _open(tiny_nvim, tmp_path)
+    wait_for(lambda: tiny_nvim.exec_lua(STATUSLINE) == "fastcomplete: fast", timeout=60)
+    status = tiny_nvim.vars["fastcomplete_status"]
+    assert status["state"] == "ready" and status["fastMode"] is True
+    assert tiny_nvim.exec_lua("return _G.states") == ["loading", "ready"]
+    tiny_nvim.vars["fastcomplete_fast_mode"] = False  # what :FastcompleteToggleFast leaves
+    assert tiny_nvim.exec_lua(STATUSLINE) == "fastcomplete: standard"
+
+
+def test_cursor_moves_tell_the_server_where_the_cursor_rests(tiny_nvim, tmp_path: Path) -> None:
+    # Before "+": ü and ï are 2 bytes and 1 UTF-16 unit each, 🐍 is 4 bytes and 2 units.
+    line = '    return "ünïcode 🐍" + name'
+    source = _open(tiny_nvim, tmp_path, f"def greet(name):\n{line}\n")
+    uri = source.as_uri()
+    # Read before recording starts: a focus sent in between is counted by the server only.
+    focused = tiny_nvim.exec_lua(STATS)["server"].get("focus", 0)
+    tiny_nvim.exec_lua(RECORD_FOCUS)
+    before = line[: line.index("+")]
+    utf16 = len(before.encode("utf-16-le")) // 2
+    assert utf16 == len(before) + 1 < len(before.encode())  # the emoji's surrogate pair
+    expected = {"textDocument": {"uri": uri}, "position": {"line": 1, "character": utf16}}
+    tiny_nvim.input("G0f+")  # typed keys: CursorMoved, then the 150 ms rest
+    wait_for(lambda: expected in tiny_nvim.exec_lua("return _G.focus_sent"), timeout=30)
+    wait_for(lambda: tiny_nvim.exec_lua(STATS)["server"].get("focus", 0) > focused, timeout=30)
+
+    # Entering the buffer again tells the server at once, where the cursor is.
+    other = tmp_path / "other.py"
+    other.write_text("x = 1\n")
+    tiny_nvim.command(f"edit {other}")
+    count = len(tiny_nvim.exec_lua("return _G.focus_sent"))
+    tiny_nvim.command(f"buffer {source}")
+    # The cursor is back on the "+" of line 1 (other.py's own focus may come first).
+    wait_for(lambda: expected in tiny_nvim.exec_lua("return _G.focus_sent")[count:], timeout=30)
+    sent = tiny_nvim.exec_lua("return _G.focus_sent")
+    wait_for(
+        lambda: tiny_nvim.exec_lua(STATS)["server"].get("focus", 0) >= focused + len(sent),
+        timeout=30,
+    )
+
+
+def test_statusline_tells_of_a_server_without_models(modelless_nvim, tmp_path: Path) -> None:
+    source = tmp_path / "a.py"
+    source.write_text("x = 1\n")
+    modelless_nvim.command(f"edit {source}")
+    wait_for(lambda: modelless_nvim.exec_lua(STATUSLINE) == "fastcomplete: error", timeout=60)
+    status = modelless_nvim.vars["fastcomplete_status"]
+    assert status["state"] == "error"
+    assert "fast model" in status["message"] and "no-such-model" in status["message"]
+    assert modelless_nvim.exec_lua("return _G.states")[-1] == "error"

@@ -363,7 +363,8 @@ async def test_focus_type_through_and_the_next_suggestion(client: LanguageClient
     warmed = (await command(client, "fastcomplete.stats"))["events"].get("warmups", 0)
     focus = {"textDocument": {"uri": URI}, "position": {"line": 4, "character": 10}}
     client.protocol.notify("fastcomplete/didFocus", focus)
-    await _stat(client, "warmups", warmed + 1)  # a warm-up for the cursor's prompt
+    stats = await _stat(client, "warmups", warmed + 1)  # a warm-up for the cursor's prompt
+    assert stats["server"]["focus"] == 1
     client.protocol.notify("fastcomplete/didFocus", {"textDocument": 5})
     for _ in range(50):
         if any("malformed fastcomplete/didFocus" in m.message for m in client.messages):

@@ -1,5 +1,7 @@
 // The VS Code client: starts `fastcomplete serve`, lets VS Code's LSP 3.18 support drive inline
 // completions, and adds a status bar item, Explain Selection, Toggle Fast Mode and Show Stats.
+// Tells the server where the cursor rests (fastcomplete/didFocus) so it can warm the prompt
+// before the next keystroke, and shows its state (fastcomplete/status) in the status bar.
 import * as vscode from "vscode";
 import {
   ExecuteCommandRequest,
@@ -8,12 +10,28 @@ import {
   ServerOptions,
   WorkDoneProgress,
 } from "vscode-languageclient/node";
-import { explanationPage, serverCommand, settingsFrom, statusText } from "./logic";
+import {
+  Debouncer,
+  explanationPage,
+  FOCUS_DEBOUNCE_MS,
+  isSynced,
+  SYNCED_SCHEMES,
+  serverCommand,
+  ServerState,
+  settingsFrom,
+  statusView,
+} from "./logic";
 
 let client: LanguageClient | undefined;
 let status: vscode.StatusBarItem | undefined;
 let fastMode = true;
 let lastLatency: number | undefined;
+// Until the server's first fastcomplete/status: it is starting, nothing can complete yet.
+let serverState: ServerState = "loading";
+let stateMessage = "fastcomplete: starting the server";
+
+const DID_FOCUS = "fastcomplete/didFocus";
+const STATUS = "fastcomplete/status";
 
 const EXPLAIN_SCHEME = "fastcomplete-explain";
 const pages = new Map<string, string>();
@@ -25,9 +43,33 @@ function config(): vscode.WorkspaceConfiguration {
 
 function refreshStatus(): void {
   if (status) {
-    status.text = statusText(fastMode, lastLatency);
-    status.tooltip = "fastcomplete: click to switch between the fast and the standard model";
+    const view = statusView(serverState, fastMode, lastLatency, stateMessage);
+    status.text = view.text;
+    status.tooltip = view.tooltip;
   }
+}
+
+function onStatus(params: { state: ServerState; message?: string; fastMode?: boolean }): void {
+  serverState = params.state;
+  stateMessage = params.message ?? "";
+  if (typeof params.fastMode === "boolean") {
+    fastMode = params.fastMode; // the server's settings win: they say which model completes
+  }
+  refreshStatus();
+}
+
+/** Tell the server where the cursor of `editor` is, so it warms the prompt there. */
+function sendFocus(editor: vscode.TextEditor): void {
+  if (!client || !isSynced(editor.document.uri.scheme)) {
+    return;
+  }
+  const c2p = client.code2ProtocolConverter;
+  client
+    .sendNotification(DID_FOCUS, {
+      textDocument: { uri: c2p.asUri(editor.document.uri) },
+      position: c2p.asPosition(editor.selection.active),
+    })
+    .catch(() => undefined); // only a hint: a stopped client just has nobody to tell
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -36,7 +78,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const { command, args } = serverCommand(config().get<string>("serverPath"));
   const serverOptions: ServerOptions = { command, args };
   const clientOptions: LanguageClientOptions = {
-    documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
+    documentSelector: SYNCED_SCHEMES.map((scheme) => ({ scheme })),
     initializationOptions: settings,
     synchronize: { configurationSection: "fastcomplete" },
     middleware: {
@@ -53,6 +95,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     },
   };
   client = new LanguageClient("fastcomplete", "fastcomplete", serverOptions, clientOptions);
+  client.onNotification(STATUS, onStatus);
+  const focus = new Debouncer<vscode.TextEditor>(FOCUS_DEBOUNCE_MS, sendFocus);
 
   status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   status.command = "fastcomplete.toggleFastModeClient";
@@ -68,8 +112,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("fastcomplete.toggleFastModeClient", toggleFastMode),
     vscode.commands.registerCommand("fastcomplete.explainSelection", explainSelection),
     vscode.commands.registerCommand("fastcomplete.showStats", showStats),
+    focus,
+    vscode.window.onDidChangeTextEditorSelection((event) => focus.schedule(event.textEditor)),
+    // Switching editors is a deliberate move: the cursor is already where the user will type.
+    vscode.window.onDidChangeActiveTextEditor((editor) => editor && focus.now(editor)),
   );
-  await client.start();
+  try {
+    await client.start();
+  } catch (err) {
+    onStatus({ state: "error", message: `fastcomplete: the server did not start: ${err}` });
+    throw err;
+  }
+  if (vscode.window.activeTextEditor) {
+    focus.now(vscode.window.activeTextEditor); // the cursor a restored window opened with
+  }
 }
 
 export async function deactivate(): Promise<void> {

@@ -3,11 +3,25 @@ import { strict as assert } from "node:assert";
 import Module from "node:module";
 import { test } from "node:test";
 
-const calls: { commands: Map<string, (...a: any[]) => any>; requests: any[]; updates: any[] } = {
+const calls: {
+  commands: Map<string, (...a: any[]) => any>;
+  requests: any[];
+  updates: any[];
+  notifications: [string, any][];
+} = {
   commands: new Map(),
   requests: [],
   updates: [],
+  notifications: [],
 };
+const notificationHandlers = new Map<string, (params: any) => void>();
+const selectionListeners: ((e: any) => void)[] = [];
+const activeEditorListeners: ((e: any) => void)[] = [];
+const editor = (uri: string, line: number, character: number) => ({
+  selection: { isEmpty: true, active: { line, character } },
+  document: { uri: { scheme: uri.split(":")[0], toString: () => uri } },
+});
+const focuses = () => calls.notifications.filter(([method]) => method === "fastcomplete/didFocus");
 let progressHandler: ((value: any) => void) | undefined;
 const statusItem = { text: "", tooltip: "", command: "", show() {}, dispose() {} };
 const pageEvents: string[] = [];
@@ -39,9 +53,15 @@ const fakeVscode = {
     createStatusBarItem: () => statusItem,
     showInformationMessage: () => undefined,
     showTextDocument: async () => undefined,
+    onDidChangeTextEditorSelection: (l: any) => (selectionListeners.push(l), { dispose() {} }),
+    onDidChangeActiveTextEditor: (l: any) => (activeEditorListeners.push(l), { dispose() {} }),
     activeTextEditor: {
-      selection: { isEmpty: false },
-      document: { getText: () => "def f():\n    return 1", languageId: "python", uri: { toString: () => "file:///f.py" } },
+      selection: { isEmpty: false, active: { line: 1, character: 4 } },
+      document: {
+        getText: () => "def f():\n    return 1",
+        languageId: "python",
+        uri: { scheme: "file", toString: () => "file:///f.py" },
+      },
     },
   },
   commands: {
@@ -52,13 +72,24 @@ const fakeVscode = {
 
 class FakeClient {
   options: any;
-  code2ProtocolConverter = { asRange: () => ({ start: { line: 0, character: 0 }, end: { line: 1, character: 12 } }) };
+  code2ProtocolConverter = {
+    asRange: () => ({ start: { line: 0, character: 0 }, end: { line: 1, character: 12 } }),
+    asUri: (uri: any) => uri.toString(),
+    asPosition: (p: any) => ({ line: p.line, character: p.character }),
+  };
   constructor(_id: string, _name: string, server: any, options: any) {
     this.options = { server, ...options };
     fakeClient = this;
   }
   async start() {}
   async stop() {}
+  onNotification(method: string, handler: (params: any) => void) {
+    notificationHandlers.set(method, handler);
+    return { dispose() {} };
+  }
+  async sendNotification(method: string, params: any) {
+    calls.notifications.push([method, params]);
+  }
   onProgress(_type: unknown, _token: string, handler: (v: any) => void) {
     progressHandler = handler;
     return { dispose() {} };
@@ -92,10 +123,59 @@ test("activate starts the server with the settings and shows the mode", async ()
   assert.deepEqual(fakeClient?.options.server, { command: "fastcomplete", args: ["serve"] });
   assert.equal(fakeClient?.options.initializationOptions.maxTokens, 48);
   assert.equal(fakeClient?.options.synchronize.configurationSection, "fastcomplete");
-  assert.equal(statusItem.text, "$(zap) fast");
+  assert.deepEqual(fakeClient?.options.documentSelector, [{ scheme: "file" }, { scheme: "untitled" }]);
+  assert.equal(statusItem.text, "$(sync~spin) fastcomplete"); // nothing heard from the server yet
+  // The cursor of the editor open at startup is told at once.
+  assert.deepEqual(focuses(), [
+    ["fastcomplete/didFocus", { textDocument: { uri: "file:///f.py" }, position: { line: 1, character: 4 } }],
+  ]);
   for (const name of ["fastcomplete.explainSelection", "fastcomplete.toggleFastModeClient", "fastcomplete.showStats"]) {
     assert.ok(calls.commands.has(name), name);
   }
+});
+
+test("the status bar follows fastcomplete/status", () => {
+  const onStatus = notificationHandlers.get("fastcomplete/status")!;
+  onStatus({ state: "loading", message: "loading models", fastMode: true });
+  assert.equal(statusItem.text, "$(sync~spin) fastcomplete");
+  assert.equal(statusItem.tooltip, "loading models");
+  onStatus({ state: "ready", message: "fast model ready", fastMode: true });
+  assert.equal(statusItem.text, "$(zap) fast");
+  assert.match(statusItem.tooltip, /click to switch/);
+  assert.equal(statusItem.command, "fastcomplete.toggleFastModeClient");
+});
+
+test("selection changes send didFocus once the cursor rests", (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  calls.notifications.length = 0;
+  const move = (uri: string, line: number, character: number) =>
+    selectionListeners.forEach((l) => l({ textEditor: editor(uri, line, character) }));
+  move("file:///a.py", 3, 1);
+  t.mock.timers.tick(100);
+  move("file:///a.py", 3, 2); // still moving: the wait starts again
+  t.mock.timers.tick(149);
+  assert.deepEqual(focuses(), []);
+  t.mock.timers.tick(1);
+  assert.deepEqual(focuses(), [
+    ["fastcomplete/didFocus", { textDocument: { uri: "file:///a.py" }, position: { line: 3, character: 2 } }],
+  ]);
+  move("output:extension-output-1", 0, 0); // not a document the server has
+  t.mock.timers.tick(1000);
+  assert.equal(focuses().length, 1);
+});
+
+test("switching editors sends didFocus at once", (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  calls.notifications.length = 0;
+  selectionListeners.forEach((l) => l({ textEditor: editor("file:///a.py", 9, 9) }));
+  activeEditorListeners.forEach((l) => l(editor("untitled:Untitled-1", 0, 5)));
+  assert.deepEqual(focuses(), [
+    ["fastcomplete/didFocus", { textDocument: { uri: "untitled:Untitled-1" }, position: { line: 0, character: 5 } }],
+  ]);
+  t.mock.timers.tick(1000); // the older, pending move is not sent after the switch
+  assert.equal(focuses().length, 1);
+  activeEditorListeners.forEach((l) => l(undefined)); // no editor left: nothing to tell
+  assert.equal(focuses().length, 1);
 });
 
 test("inline completions go through a middleware that records latency", async () => {
@@ -122,4 +202,11 @@ test("explain streams into the markdown page", async () => {
   const page = provider.provideTextDocumentContent({ toString: () => pageEvents.at(-1) });
   assert.match(page, /It returns 1\./);
   assert.doesNotMatch(page, /generating/);
+});
+
+test("a server that could load no model shows an error", () => {
+  const onStatus = notificationHandlers.get("fastcomplete/status")!;
+  onStatus({ state: "error", message: "fast model: missing; standard model: missing", fastMode: false });
+  assert.equal(statusItem.text, "$(error) fastcomplete");
+  assert.match(statusItem.tooltip, /standard model: missing/);
 });

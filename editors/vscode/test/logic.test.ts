@@ -1,6 +1,15 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
-import { explanationPage, serverCommand, settingsFrom, statusText } from "../src/logic";
+import {
+  Debouncer,
+  explanationPage,
+  isSynced,
+  serverCommand,
+  settingsFrom,
+  statusText,
+  statusView,
+  TOGGLE_TOOLTIP,
+} from "../src/logic";
 
 test("settings mirror the server's section and skip unset keys", () => {
   const values: Record<string, unknown> = { fastMode: false, maxTokens: 32, serverPath: "x" };
@@ -18,6 +27,55 @@ test("server command appends serve", () => {
 test("status bar shows mode and latency", () => {
   assert.equal(statusText(true, undefined), "$(zap) fast");
   assert.equal(statusText(false, 123.4), "$(beaker) standard 123 ms");
+});
+
+test("status bar follows the server's state", () => {
+  assert.deepEqual(statusView("loading", true, undefined, "loading models"), {
+    text: "$(sync~spin) fastcomplete",
+    tooltip: "loading models",
+  });
+  assert.deepEqual(statusView("ready", false, 87, "fast model ready"), {
+    text: "$(beaker) standard 87 ms",
+    tooltip: TOGGLE_TOOLTIP,
+  });
+  const error = statusView("error", true, 87, "fast model: missing model.onnx");
+  assert.equal(error.text, "$(error) fastcomplete");
+  assert.match(error.tooltip, /missing model\.onnx/);
+});
+
+test("focus is sent only for documents the client syncs", () => {
+  assert.ok(isSynced("file") && isSynced("untitled"));
+  assert.ok(!isSynced("output") && !isSynced("git"));
+});
+
+test("debouncer fires once, for the last value, after the wait", (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const fired: number[] = [];
+  const debounce = new Debouncer<number>(150, (v) => fired.push(v));
+  debounce.schedule(1);
+  t.mock.timers.tick(100);
+  debounce.schedule(2); // a move before the wait is over starts it again
+  t.mock.timers.tick(100);
+  assert.deepEqual(fired, []);
+  t.mock.timers.tick(50);
+  assert.deepEqual(fired, [2]);
+  t.mock.timers.tick(1000);
+  assert.deepEqual(fired, [2]);
+});
+
+test("debouncer: now fires at once and drops the pending value", (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const fired: string[] = [];
+  const debounce = new Debouncer<string>(150, (v) => fired.push(v));
+  debounce.schedule("old editor");
+  debounce.now("new editor");
+  assert.deepEqual(fired, ["new editor"]);
+  t.mock.timers.tick(1000);
+  assert.deepEqual(fired, ["new editor"]);
+  debounce.schedule("later");
+  debounce.dispose();
+  t.mock.timers.tick(1000);
+  assert.deepEqual(fired, ["new editor"]);
 });
 
 test("explanation page marks unfinished text", () => {

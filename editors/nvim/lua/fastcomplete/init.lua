@@ -1,6 +1,10 @@
 -- fastcomplete for Neovim: starts `fastcomplete serve` and makes its completions feel native.
 -- Neovim 0.12+: native vim.lsp.inline_completion. 0.10/0.11: ghost text drawn with extmarks
 -- from raw textDocument/inlineCompletion requests.
+-- Where the cursor rests is sent to the server (fastcomplete/didFocus) so it warms the prompt
+-- there before the next keystroke; its state (fastcomplete/status: loading, ready, error) is kept
+-- in vim.g.fastcomplete_status and announced with the User FastcompleteStatus autocmd.
+-- In the statusline: vim.o.statusline = "%f %= %{v:lua.require'fastcomplete'.statusline()}"
 local M = {}
 
 M.defaults = {
@@ -10,18 +14,27 @@ M.defaults = {
   settings = {}, -- the server's `fastcomplete` section: fastMode, maxTokens, multiline, ...
   accept_key = '<Tab>', -- accepts a suggestion; falls through to the key's normal action otherwise
   debounce_ms = 150, -- 0.10/0.11 ghost text only: wait after the last keystroke
+  focus_debounce_ms = 150, -- wait for the cursor to rest before telling the server where it is
 }
 
 local config = vim.deepcopy(M.defaults)
 local has_011 = vim.fn.has('nvim-0.11') == 1
 
--- client:request() on 0.11+, client.request() before (the method form did not exist yet).
+-- client:request()/client:notify() on 0.11+, client.request() before (no method form yet).
 local function request(client, method, params, handler, bufnr)
   if has_011 then
     return client:request(method, params, handler, bufnr)
   end
   return client.request(method, params, handler, bufnr)
 end
+
+local function notify(client, method, params)
+  if has_011 then
+    return client:notify(method, params)
+  end
+  return client.notify(method, params)
+end
+
 local native = vim.lsp.inline_completion ~= nil
 local legacy = { ns = vim.api.nvim_create_namespace('fastcomplete.ghost'), timer = nil, item = nil }
 
@@ -120,6 +133,93 @@ local function legacy_attach(bufnr)
     end,
   })
   vim.api.nvim_create_autocmd('InsertLeave', { group = group, buffer = bufnr, callback = function() legacy_clear(bufnr) end })
+end
+
+-- Cursor focus and server status ------------------------------------------------------------
+
+local focus_timer = nil
+
+-- LSP positions count UTF-16 code units; the cursor column is a byte offset.
+local function cursor_position()
+  local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+  local line = vim.api.nvim_get_current_line()
+  col = math.min(col, #line)
+  local character
+  if has_011 then
+    character = vim.str_utfindex(line, 'utf-16', col, false)
+  else
+    character = select(2, vim.str_utfindex(line, col))
+  end
+  return { line = row - 1, character = character }
+end
+
+local function send_focus(bufnr)
+  -- By the time a debounced focus fires, the cursor may be in another buffer: that one's own
+  -- BufEnter has told the server already.
+  if not vim.api.nvim_buf_is_valid(bufnr) or vim.api.nvim_get_current_buf() ~= bufnr then
+    return
+  end
+  -- A client counts as attached before the server has answered `initialize`; nothing but
+  -- requests for that answer may be sent until then (didOpen warms the file meanwhile).
+  local client = vim.lsp.get_clients({ name = 'fastcomplete', bufnr = bufnr })[1]
+  if not client or not client.initialized then
+    return
+  end
+  notify(client, 'fastcomplete/didFocus', {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    position = cursor_position(),
+  })
+end
+
+local function focus_attach(bufnr)
+  focus_timer = focus_timer or (vim.uv or vim.loop).new_timer()
+  local group = vim.api.nvim_create_augroup('fastcomplete.focus.' .. bufnr, { clear = true })
+  vim.api.nvim_create_autocmd({ 'CursorMoved', 'CursorMovedI' }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      -- One timer for all buffers: restarting it drops the focus of a cursor that moved on.
+      focus_timer:start(config.focus_debounce_ms, 0, vim.schedule_wrap(function()
+        send_focus(bufnr)
+      end))
+    end,
+  })
+  vim.api.nvim_create_autocmd('BufEnter', {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      focus_timer:stop()
+      send_focus(bufnr)
+    end,
+  })
+end
+
+local function on_status(_, params)
+  vim.g.fastcomplete_status = {
+    state = params.state,
+    message = params.message,
+    fastMode = params.fastMode,
+  }
+  vim.api.nvim_exec_autocmds('User', { pattern = 'FastcompleteStatus', modeline = false })
+  vim.cmd.redrawstatus() -- a statusline showing M.statusline() would not change until a redraw
+end
+
+--- A short word on the server for the statusline; '' before any server has spoken.
+function M.statusline()
+  local status = vim.g.fastcomplete_status
+  if type(status) ~= 'table' then
+    return ''
+  end
+  if status.state == 'loading' then
+    return 'fastcomplete: loading…'
+  elseif status.state == 'error' then
+    return 'fastcomplete: error'
+  end
+  local fast = vim.g.fastcomplete_fast_mode -- set by setup and toggle_fast: the latest word
+  if fast == nil then
+    fast = status.fastMode
+  end
+  return 'fastcomplete: ' .. (fast and 'fast' or 'standard')
 end
 
 -- Accepting -----------------------------------------------------------------------------------
@@ -225,6 +325,7 @@ local function start(bufnr)
     root_dir = root,
     init_options = config.settings,
     settings = { fastcomplete = config.settings },
+    handlers = { ['fastcomplete/status'] = on_status },
   }, { bufnr = bufnr })
   if native then
     vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
@@ -232,6 +333,7 @@ local function start(bufnr)
     legacy_attach(bufnr)
   end
   map_accept(bufnr)
+  focus_attach(bufnr)
   return id
 end
 
