@@ -138,6 +138,7 @@ def plan_completion(
         deadline_s=SINGLE_LINE_DEADLINE_S if single else MULTI_LINE_DEADLINE_S,
         draft_tokens=DRAFT_TOKENS,
         heal=options.heal and inside_word,
+        stop_looping=True,
     )
     return CompletionPlan(prompt, config, Site(line_prefix, line_suffix, single), offset)
 

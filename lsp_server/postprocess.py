@@ -72,6 +72,19 @@ def stop_at_repetition(text: str, site: Site, repeats: int = 3) -> str:
     return text
 
 
+REPEATED = re.compile(r"(.{3,32}?)\1{2,}")
+
+
+def drop_degenerate_repetition(text: str, site: Site) -> str:
+    """A piece with a letter in it, three times in a row within a line (`CARD_CARD_CARD_CA`):
+    a model looping, not code (`0, 0, 0` and `====` are code). Nothing of it is shown."""
+    for line in text.split("\n"):
+        for found in REPEATED.finditer(line):
+            if any(c.isalpha() for c in found.group(1)):
+                return ""
+    return text
+
+
 def drop_suffix_duplicate(text: str, site: Site) -> str:
     """Drop what is already right of the cursor (closing brackets, quotes) from the end."""
     suffix = site.line_suffix.strip()
@@ -102,13 +115,19 @@ RULES: tuple[Rule, ...] = (
     stop_at_fence_or_prose,
     stop_at_dedent,
     stop_at_repetition,
+    drop_degenerate_repetition,
     drop_suffix_duplicate,
     trim_trailing_space,
     drop_empty,
 )
 MINIMAL: tuple[Rule, ...] = (stop_at_newline, trim_trailing_space, drop_empty)
 # The line after the cursor's (a suggestion that starts with a newline): it may well dedent.
-NEXT_LINE: tuple[Rule, ...] = (stop_at_fence_or_prose, trim_trailing_space, drop_empty)
+NEXT_LINE: tuple[Rule, ...] = (
+    stop_at_fence_or_prose,
+    drop_degenerate_repetition,
+    trim_trailing_space,
+    drop_empty,
+)
 
 
 def postprocess(text: str, site: Site, rules: tuple[Rule, ...] = RULES) -> str:

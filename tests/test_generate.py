@@ -210,3 +210,12 @@ def test_next_line_mode_stops_at_the_end_of_the_line_after(tiny: Model) -> None:
     plain = Generation(tiny, _ids(tiny, 20), GenerationConfig(stop_at_newline=True))
     assert plain._line_end("\n    return x") == 0
     assert config.cache_key != GenerationConfig(stop_at_newline=True).cache_key
+
+
+def test_a_looping_model_is_stopped() -> None:
+    from inference.generate import LOOPING
+
+    assert LOOPING.search('r, Op: "dyn", Op: "dyn", Op: "dyn", Op: "dyn", ')
+    assert LOOPING.search("x_possible_max_max_max_max")
+    assert not LOOPING.search("x_possible_max_max_max")  # three: it may still become code
+    assert not LOOPING.search("os.path.join(root, name)")

@@ -6,6 +6,7 @@ import pytest
 
 from lsp_server.postprocess import (
     Site,
+    drop_degenerate_repetition,
     drop_empty,
     drop_suffix_duplicate,
     postprocess,
@@ -53,6 +54,17 @@ EMPTY_LINE = Site("    ", "", single_line=False)
         (stop_at_dedent, "x = 1\n    y = 2\nz = 3", EMPTY_LINE, "x = 1\n    y = 2"),
         (stop_at_repetition, "\n    a()\n    a()\n    a()\n    a()", BLOCK, "\n    a()\n    a()"),
         (stop_at_repetition, "\n    a()\n    b()\n    a()", BLOCK, "\n    a()\n    b()\n    a()"),
+        (drop_degenerate_repetition, "CARD_CARD_CARD_CA", Site("x = ", "", True), ""),
+        (drop_degenerate_repetition, "x_possible_max_max_max_max", MID, ""),
+        (
+            drop_degenerate_repetition,
+            "'src_x', 'src_y', 'src_x', 'src_y', 'src_x', 'src_y', 'src_x']",
+            Site("    cols = [", "", True),
+            "",
+        ),
+        (drop_degenerate_repetition, "0, 0, 0, 0)", MID, "0, 0, 0, 0)"),  # zeros are code
+        (drop_degenerate_repetition, '"=" * 40)', MID, '"=" * 40)'),
+        (drop_degenerate_repetition, "\n    a = b\n    c = d", BLOCK, "\n    a = b\n    c = d"),
         (drop_suffix_duplicate, "a, b)", MID, "a, b"),
         (drop_suffix_duplicate, "a, b))", MID, "a, b)"),  # only the copy of the suffix goes
         (drop_suffix_duplicate, "x)", Site('print("', '")', True), "x"),

@@ -29,6 +29,26 @@ def service(tiny_model: Path) -> CompletionService:
     return svc
 
 
+# What the real model completes with more than a bracket: `["price"]` or similar.
+ITEMS = (
+    "def total_price(items: list[dict]) -> float:\n"
+    "    total = 0.0\n"
+    "    for item in items:\n"
+    "        total += item"
+)
+
+
+@pytest.fixture
+def real_service(real_model: Path) -> CompletionService:
+    """The real model: a suggestion worth typing through (the tiny model's loop is dropped)."""
+    config = EngineConfig(
+        fast_dir=real_model / "fast", standard_dir=real_model / "standard", cache_dir=None
+    )
+    svc = CompletionService(lambda message, level: None, config)
+    svc.apply_settings({"debounceMs": 0, "maxTokens": 16})
+    return svc
+
+
 async def _ready(svc: CompletionService) -> None:
     reports: list[tuple[str, int | None]] = []
     await svc.load_models(lambda message, pct: reports.append((message, pct)))
@@ -148,43 +168,54 @@ async def _idle(service: CompletionService) -> None:
         await asyncio.gather(*list(service._background))
 
 
-async def test_typing_through_a_suggestion_needs_no_model(service: CompletionService) -> None:
-    await _ready(service)
-    service.apply_settings({"prefetch": False})
-    service.open(URI, SOURCE, 1, "python")
-    shown = await service.complete(URI, 4, 34)
+@pytest.mark.real_model
+async def test_typing_through_a_suggestion_needs_no_model(real_service: CompletionService) -> None:
+    await _ready(real_service)
+    real_service.apply_settings({"prefetch": False})
+    real_service.open(URI, ITEMS, 1, "python")
+    shown = await real_service.complete(URI, 3, 21)
     assert shown is not None and len(shown.text) > 3
-    runs = _model_requests(service)
-    _edit(service, 2, 4, 34, shown.text[:3])  # the user types what the suggestion shows
-    rest = await service.complete(URI, 4, 37)
+    runs = _model_requests(real_service)
+    _edit(real_service, 2, 3, 21, shown.text[:3])  # the user types what the suggestion shows
+    rest = await real_service.complete(URI, 3, 24)
     assert (
-        rest is not None and rest.text == shown.text[3:] and (rest.line, rest.character) == (4, 37)
+        rest is not None and rest.text == shown.text[3:] and (rest.line, rest.character) == (3, 24)
     )
-    assert service.stats()["server"]["type_through"] == 1 and _model_requests(service) == runs
-    _edit(service, 3, 4, 37, "\u00e9")  # diverges (a non-ASCII letter): the model runs again
-    await service.complete(URI, 4, 38)
-    assert service.stats()["server"]["type_through"] == 1 and _model_requests(service) == runs + 1
-    service.apply_settings({"typeThrough": False})
-    text = service.documents.get(URI).text
-    offset = len(text) - len(text.split("\n")[-1]) + 38
-    service.memory.remember(URI, Remembered(text[:offset], text[offset:], "ab", "shown", None))
-    await service.complete(URI, 4, 38)
-    assert service.stats()["server"]["type_through"] == 1  # switched off: the model answers
-    assert _model_requests(service) == runs + 2
+    assert (
+        real_service.stats()["server"]["type_through"] == 1
+        and _model_requests(real_service) == runs
+    )
+    _edit(real_service, 3, 3, 24, "\u00e9")  # diverges (a non-ASCII letter): the model runs again
+    await real_service.complete(URI, 3, 25)
+    assert (
+        real_service.stats()["server"]["type_through"] == 1
+        and _model_requests(real_service) == runs + 1
+    )
+    real_service.apply_settings({"typeThrough": False})
+    text = real_service.documents.get(URI).text
+    offset = len(text) - len(text.split("\n")[-1]) + 25
+    real_service.memory.remember(URI, Remembered(text[:offset], text[offset:], "ab", "shown", None))
+    await real_service.complete(URI, 3, 25)
+    assert real_service.stats()["server"]["type_through"] == 1  # switched off: the model answers
+    assert _model_requests(real_service) == runs + 2
 
 
-async def test_accepting_shows_the_prefetched_suggestion(service: CompletionService) -> None:
-    await _ready(service)
-    service.open(URI, SOURCE, 1, "python")
-    shown = await service.complete(URI, 4, 34)
+@pytest.mark.real_model
+async def test_accepting_shows_the_prefetched_suggestion(real_service: CompletionService) -> None:
+    await _ready(real_service)
+    real_service.open(URI, ITEMS, 1, "python")
+    shown = await real_service.complete(URI, 3, 21)
     assert shown is not None and "\n" not in shown.text
-    await _idle(service)
-    assert service.stats()["server"]["prefetched"] == 1
-    runs = _model_requests(service)
-    _edit(service, 2, 4, 34, shown.text)  # accepted
-    after = await service.complete(URI, 4, 34 + len(shown.text))
+    await _idle(real_service)
+    assert real_service.stats()["server"]["prefetched"] == 1
+    runs = _model_requests(real_service)
+    _edit(real_service, 2, 3, 21, shown.text)  # accepted
+    after = await real_service.complete(URI, 3, 21 + len(shown.text))
     assert after is not None and after.text
-    assert service.stats()["server"]["prefetch_hits"] == 1 and _model_requests(service) == runs
+    assert (
+        real_service.stats()["server"]["prefetch_hits"] == 1
+        and _model_requests(real_service) == runs
+    )
 
 
 async def test_a_cold_prompt_is_answered_from_the_nearest_lines(
