@@ -6,7 +6,8 @@ For each file size (a 50-line and a 2,000-line Python standard-library file) and
 off: a fresh `fastcomplete serve`, the file opened without one region, and that region typed back
 with human-like gaps between keys (log-normal around 140 ms, longer pauses after newlines). After
 every key the client sends didChange and an inline-completion request, cancelling the previous
-request as VS Code does. Latency is measured at the client, from request to answer.
+request as VS Code does, and `fastcomplete/didFocus` when the cursor rests 150 ms. Latency is
+measured at the client, from request to answer.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from lsprotocol import types
 from inference.paths import DEFAULT_MODEL, model_dir
 from lsp_server.demo import DemoClient, client_capabilities
 
+FOCUS_AFTER_S = 0.15  # the clients send fastcomplete/didFocus when the cursor rests this long
 FILES = {"50 lines": ("textwrap.py", 50), "2000 lines": ("argparse.py", 2000)}
 
 
@@ -151,6 +153,11 @@ async def replay(label: str, text: str, fast_mode: bool, chars: int, seed: int) 
         pending.append(asyncio.wrap_future(fut))
         outcomes["requests"] += 1
         last_id = msg_id
+        if gap > FOCUS_AFTER_S:  # the cursor rested: VS Code's client tells the server where
+            await asyncio.sleep(FOCUS_AFTER_S)
+            focus = {"textDocument": {"uri": uri}, "position": _position(current)}
+            client.protocol.notify("fastcomplete/didFocus", focus)
+            gap -= FOCUS_AFTER_S
         await asyncio.sleep(gap)
     await asyncio.gather(*pending, return_exceptions=True)
     stats = await client.command("fastcomplete.stats")

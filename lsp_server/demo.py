@@ -2,8 +2,9 @@
 
 Prints the inline completion from the fast and the standard model with the latency the editor
 sees, then streams an explanation from the standard model as the server reports it. The server
-gets a throwaway home (completion cache, logs), so every run shows the models' own latency and the
-second request shows the cache's; the models are the user's, named in the initialization options.
+gets a throwaway home (completion cache, logs), so every run shows the models' own latency; the
+second request at the same place is answered from what the server showed (no model run). The
+models are the user's, named in the initialization options.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ async def demo_session(home: str) -> int:
         text, ms = await client.complete(*cursor)
         print(f"\n{label:<16} {ms:7.0f} ms  -> {text!r}")
         text, ms = await client.complete(*cursor)
-        print(f"{'  again, cached':<16} {ms:7.0f} ms  -> {text!r}")
+        print(f"{'  asked again':<16} {ms:7.0f} ms  -> {text!r}  (remembered by the server)")
         await client.command("fastcomplete.toggleFastMode")
     print("\nexplain `load_orders` (standard model, streamed):\n")
     selection = {"start": {"line": 14, "character": 0}, "end": {"line": 17, "character": 40}}

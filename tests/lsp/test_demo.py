@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 
-def test_demo_shows_model_latency_then_the_cache_on_every_run() -> None:
+def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run() -> None:
     for run in range(2):  # a second run must not be served from the first run's cache
         out = subprocess.run(
             [sys.executable, "-m", "lsp_server.cli", "demo"],
@@ -21,11 +21,11 @@ def test_demo_shows_model_latency_then_the_cache_on_every_run() -> None:
         )
         assert [label for label, _ in completions] == ["fast (INT8)", "standard (FP32)"], out.stdout
         assert all(text.strip() for _, text in completions), out.stdout
+        again = re.findall(r"^  asked again\s+\d+ ms  -> '(.+)'  \(remembered", out.stdout, re.M)
+        assert again == [text for _, text in completions], out.stdout
         for model in ("smollm2-135m/fast", "smollm2-135m/standard"):
+            # A fresh cache each run: nothing comes from the previous run's.
             assert re.search(
-                rf"^{model}: \d+ requests, 1 cache hits, TTFT p50 \d+ ms", out.stdout, re.M
-            ), (
-                run,
-                out.stdout,
-            )
+                rf"^{model}: \d+ requests, 0 cache hits, TTFT p50 \d+ ms", out.stdout, re.M
+            ), (run, out.stdout)
         assert "explain `load_orders`" in out.stdout and "(smollm2-135m/standard," in out.stdout
