@@ -130,6 +130,9 @@ async def test_typing_burst_leaves_only_the_last_request_answered(client: Langua
 
 
 async def test_toggling_fast_mode_switches_the_model(client: LanguageClient) -> None:
+    client.workspace_did_change_configuration(  # no suggestion computed ahead: one model run
+        types.DidChangeConfigurationParams(settings={"fastcomplete": {"prefetch": False}})
+    )
     open_doc(client, URI, SOURCE)
     assert await command(client, "fastcomplete.toggleFastMode") == {"fastMode": False}
     await inline(client, URI, *_end(SOURCE))
@@ -211,16 +214,17 @@ async def test_bad_input_gets_clear_errors_and_the_server_lives(client: Language
 
 
 async def test_non_ascii_positions_are_utf16(client: LanguageClient) -> None:
-    text = 'greeting = "héllo wörld"\nname = "𝔘𝔫𝔦𝔠𝔬𝔡𝔢"\nprint("👋", '
+    text = 'greeting = "héllo wörld"\nname = "𝔘𝔫𝔦𝔠𝔬𝔡𝔢"\nprint("👋", gre'
     uri = "file:///work/unicode.py"
     open_doc(client, uri, text)
-    # Line 2 is 11 code points but 12 UTF-16 units (the emoji is a surrogate pair): the end of
-    # the line is character 12, which a code-point server would take for 13 code points.
-    assert len('print("👋", ') == 11
-    result = await inline(client, uri, 2, 12)
-    assert result.items and result.items[0].range.start == types.Position(2, 12)
-    past = await inline(client, uri, 2, 13)  # one past the end: clamped to the end (LSP)
-    assert all(item.range.start == types.Position(2, 12) for item in past.items)
+    # Line 2 is 14 code points but 15 UTF-16 units (the emoji is a surrogate pair): the end of
+    # the line is character 15, which a code-point server would take for 16 code points.
+    assert len('print("👋", gre') == 14
+    result = await inline(client, uri, 2, 15)
+    assert result.items and result.items[0].range.start == types.Position(2, 15)
+    assert result.items[0].insert_text.startswith("eting")  # `greeting`, from the line above
+    past = await inline(client, uri, 2, 16)  # one past the end: clamped to the end (LSP)
+    assert all(item.range.start == types.Position(2, 15) for item in past.items)
 
 
 async def test_cancelling_explain_stops_the_generation(client: LanguageClient) -> None:
