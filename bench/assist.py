@@ -56,6 +56,7 @@ from bench.lsp_replay import (
     did_insert,
     did_open,
     end_position,
+    human_gaps,
     percentile,
     start_server,
     stop_server,
@@ -163,14 +164,7 @@ def acceptable(suggestion: str, rest: str) -> str:
 def gaps(typed: str, seed: int) -> list[float]:
     """The pause before each character's key, as bench/typing.py plans it; an accept takes the
     place (and the time) of the key that was due."""
-    rng = random.Random(seed)
-    planned = []
-    for ch in typed:
-        gap = rng.lognormvariate(-2.0, 0.4)  # median ~135 ms: a steady typist
-        if ch == "\n":
-            gap += rng.uniform(0.3, 0.9)  # reading the line back, thinking about the next
-        planned.append(gap)
-    return planned
+    return human_gaps(typed, seed)
 
 
 def python_files() -> tuple[list[Path], list[Path]]:

@@ -10,6 +10,7 @@ import asyncio
 import collections
 import math
 import os
+import random
 import sys
 import tempfile
 import time
@@ -218,3 +219,16 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 1)
+
+
+def human_gaps(typed: str, seed: int) -> list[float]:
+    """The pause before each character's key: a steady typist (log-normal, median ~135 ms), and
+    0.3-0.9 s more at a newline (reading the line back, thinking about the next)."""
+    rng = random.Random(seed)
+    gaps = []
+    for ch in typed:
+        gap = rng.lognormvariate(-2.0, 0.4)
+        if ch == "\n":
+            gap += rng.uniform(0.3, 0.9)
+        gaps.append(gap)
+    return gaps

@@ -18,11 +18,11 @@ import sys
 # Run as a script, this folder would shadow the standard library's `typing` with typing.py.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))  # the repository root, for `bench.lsp_replay`
 
 import argparse
 import asyncio
 import json
-import random
 import statistics
 import sysconfig
 import tempfile
@@ -32,6 +32,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from bench.lsp_replay import human_gaps
 from inference.paths import DEFAULT_MODEL, model_dir
 from lsp_server.demo import DemoClient, client_capabilities
 
@@ -56,17 +57,6 @@ def _region(text: str, chars: int) -> tuple[str, str, str]:
     typed = "\n".join(lines[start:end])[:chars]
     after = text[len(before) + len(typed) :]
     return before, typed, after
-
-
-def _gaps(typed: str, seed: int) -> list[float]:
-    rng = random.Random(seed)
-    gaps = []
-    for ch in typed:
-        gap = rng.lognormvariate(-2.0, 0.4)  # median ~135 ms: a steady typist
-        if ch == "\n":
-            gap += rng.uniform(0.3, 0.9)  # reading the line back, thinking about the next
-        gaps.append(gap)
-    return gaps
 
 
 def _position(text: str) -> types.Position:
@@ -124,7 +114,7 @@ async def replay(label: str, text: str, fast_mode: bool, chars: int, seed: int) 
         else:
             outcomes["empty"] += 1
 
-    for i, (ch, gap) in enumerate(zip(typed, _gaps(typed, seed), strict=True)):
+    for i, (ch, gap) in enumerate(zip(typed, human_gaps(typed, seed), strict=True)):
         pos = _position(current)
         client.text_document_did_change(
             types.DidChangeTextDocumentParams(

@@ -68,6 +68,14 @@ Status = Callable[[str, str], None]  # (state: "loading" | "ready" | "error", me
 Progress = Callable[[str, int | None], None]  # (message, percentage; None: done)
 
 
+def _idle_work_failed(what: str, exc: Exception) -> None:
+    """Idle work must never take the server down; a position gone or no model is routine."""
+    if isinstance(exc, PositionError | RoutingError | ModelLoadError):
+        log.debug("%s skipped: %s", what, exc)
+    else:
+        log.error("%s failed", what, exc_info=exc)
+
+
 class BadRequest(Exception):
     """The client asked for something impossible: it gets this message as an error response."""
 
@@ -471,10 +479,8 @@ class CompletionService:
                 await self.in_model_thread(
                     self.engine.warm, plan.route, plan.prompt, plan.tokens, ticket.cancel
                 )
-        except (PositionError, RoutingError, ModelLoadError) as exc:
-            log.debug("warm-up skipped: %s", exc)
-        except Exception:
-            log.exception("warm-up failed")  # idle work must never take the server down
+        except Exception as exc:
+            _idle_work_failed("warm-up", exc)
         finally:
             self.warmups.finish(ticket)
 
@@ -500,10 +506,8 @@ class CompletionService:
                 )
                 self.memory.remember(snap.uri, item)
                 self.counts["prefetched"] += 1
-        except (PositionError, RoutingError, ModelLoadError) as exc:
-            log.debug("prefetch skipped: %s", exc)
-        except Exception:
-            log.exception("prefetch failed")  # idle work must never take the server down
+        except Exception as exc:
+            _idle_work_failed("prefetch", exc)
         finally:
             self.prefetches.finish(ticket)
 

@@ -110,7 +110,12 @@ def test_suggest_and_accept_with_the_accept_key(nvim, tmp_path: Path) -> None:
     _open(nvim, tmp_path)
     nvim.command("normal! G$")
     nvim.input("a")
-    ghost = wait_for(lambda: nvim.exec_lua(GHOST), timeout=30)
+    try:
+        ghost = wait_for(lambda: nvim.exec_lua(GHOST), timeout=30)
+    except TimeoutError as exc:  # say why the server showed nothing
+        stats = nvim.exec_lua(STATS) or {}
+        reasons = (stats.get("emptyReasons"), stats.get("server"))
+        raise AssertionError(f"no suggestion: {reasons}") from exc
     before = nvim.current.buffer[-1]
     nvim.input("<Tab>")  # the plugin's accept key
     wait_for(lambda: nvim.current.buffer[-1] != before, timeout=10)
