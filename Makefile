@@ -60,6 +60,8 @@ format: $(STAMP)
 bench: models
 	$(BIN)/python -m bench.engine
 	$(BIN)/python -m bench.typing
+	$(BIN)/python -m bench.first_ask
+	$(BIN)/python -m bench.assist
 	$(BIN)/python -m bench.documents
 
 clean:

@@ -82,9 +82,8 @@ async def replay(label: str, text: str, fast_mode: bool, chars: int, seed: int) 
         )
     )
     client.initialized(types.InitializedParams())
-    while not (await client.command("fastcomplete.stats"))["modelsReady"]:
-        await asyncio.sleep(0.2)
-    await asyncio.sleep(1.0)  # both models loaded
+    while len((await client.command("fastcomplete.stats")).get("kv_cache_bytes", {})) < 2:
+        await asyncio.sleep(0.2)  # both models loaded
     uri = "file:///bench/typed.py"
     before, typed, after = _region(text, chars)
     client.text_document_did_open(

@@ -25,7 +25,7 @@ from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
 from inference.session import SessionConfig
 
-WARM_CHUNK = 64  # a keystroke arriving mid-warm-up waits for at most one such chunk
+WARM_CHUNK = 32  # a keystroke arriving mid-warm-up waits for at most one such chunk (~0.1 s)
 # Prefill seconds per token before a model has been measured (the fast model on 2 CPU cores:
 # 1.5 ms); measured prefills of at least MEASURE_MIN_TOKENS replace it, averaged.
 PREFILL_S_PER_TOKEN = 0.002

@@ -39,6 +39,7 @@ class KVSlot:
     leased: bool = False
     last_used: float = 0.0
     io_binding: object | None = None  # per-slot IOBinding, KV bound once
+    compute_s: float = 0.0  # time its forward passes ran (not waiting for the session's lock)
 
     def __len__(self) -> int:
         return len(self.tokens)

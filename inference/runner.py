@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import onnxruntime as ort
@@ -50,6 +51,7 @@ class Runner:
                 f"{len(slot) + len(ids)} tokens exceed the KV capacity of {slot.capacity}"
             )
         with self.lock:
+            started = time.perf_counter()
             try:
                 if slot.buffers is not None:
                     logits = self._forward_shared(slot, ids, num_logits)
@@ -57,6 +59,7 @@ class Runner:
                     logits = self._forward_growing(slot, ids, num_logits)
             except Exception as exc:  # ORT's own error types: the model failed, not our code
                 raise ModelFailure(f"forward pass failed ({type(exc).__name__}: {exc})") from exc
+            slot.compute_s += time.perf_counter() - started
         slot.tokens.extend(ids)
         return logits
 

@@ -98,6 +98,15 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class Ahead:
+    """A prefetch in progress: the document it assumes, and where its suggestion is anchored."""
+
+    text: str
+    offset: int
+    done: asyncio.Event
+
+
+@dataclass(frozen=True)
 class Selection:
     snapshot: Snapshot
     code: str
@@ -137,6 +146,7 @@ class CompletionService:
         self.warmups = LatestWins()
         self.prefetches = LatestWins()
         self.memory = SuggestionMemory()
+        self._ahead: dict[str, Ahead] = {}  # per document: the prefetch being computed
         self.gate = Gate()
         # Model work: completions, warm-ups and one chat task can run side by side.
         self.model_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="model")
@@ -339,6 +349,14 @@ class CompletionService:
             ahead = self._typed_through(doc.uri, doc.text, line, character)
             if ahead is not None:
                 return ahead  # no debounce, no model: the rest of what the editor shows
+            pending = self._ahead.get(key)
+            if pending is not None and pending.text == doc.text:
+                # Accepted before the suggestion after it was ready: wait for that one rather
+                # than start the same work again.
+                await pending.done.wait()
+                ahead = self._typed_through(doc.uri, doc.text, line, character)
+                if ahead is not None:
+                    return ahead
         self.warmups.cancel(key)
         self.prefetches.cancel(key)
         ticket = self.latest.begin(key)
@@ -488,6 +506,7 @@ class CompletionService:
         """The suggestion after `shown`, as if it were accepted, computed in idle time and
         remembered after it: accepting then shows the next one without a model run."""
         ticket = self.prefetches.begin(snap.uri)
+        mine: Ahead | None = None
         try:
             await asyncio.sleep(0)  # the shown answer goes out first
             if not self.prefetches.is_current(ticket) or self.gate.busy:
@@ -495,6 +514,7 @@ class CompletionService:
             offset = offset_at(snap.text, shown.line, shown.character)
             ahead = with_insertion(snap, offset, shown.text)
             end = offset + len(shown.text)
+            self._ahead[snap.uri] = mine = Ahead(ahead.text, end, asyncio.Event())
             line, character = position_at(ahead.text, end)
             view = self._cursor_view(ahead, line, character)
             _, done = await self.in_model_thread(
@@ -510,6 +530,10 @@ class CompletionService:
             _idle_work_failed("prefetch", exc)
         finally:
             self.prefetches.finish(ticket)
+            if mine is not None:
+                mine.done.set()  # a request waiting for it looks in the memory now
+                if self._ahead.get(snap.uri) is mine:
+                    del self._ahead[snap.uri]
 
     # -- explain and refactor -------------------------------------------------------------------
 

@@ -259,3 +259,20 @@ async def test_the_cursor_resting_warms_its_prompt(service: CompletionService) -
     plan = service.plan(snap, service._cursor_view(snap, 4, 20))
     pool = service.engine.router.loaded("fast").pool
     assert pool.cached_tokens(list(plan.tokens.ids)) == len(plan.tokens.ids)
+
+
+@pytest.mark.real_model
+async def test_accepting_before_the_next_suggestion_is_ready_waits_for_it(
+    real_service: CompletionService,
+) -> None:
+    await _ready(real_service)
+    real_service.open(URI, ITEMS, 1, "python")
+    shown = await real_service.complete(URI, 3, 21)
+    assert shown is not None
+    await asyncio.sleep(0.05)  # the prefetch has started, not finished
+    assert URI in real_service._ahead
+    _edit(real_service, 2, 3, 21, shown.text)  # accepted at once
+    after = await real_service.complete(URI, 3, 21 + len(shown.text))
+    stats = real_service.stats()["server"]
+    assert after is not None and stats["prefetch_hits"] == 1 and stats["prefetched"] == 1
+    assert real_service._ahead == {}
