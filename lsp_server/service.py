@@ -196,6 +196,7 @@ class CompletionService:
             self.tell(f"fastcomplete: invalid setting {error}")
         if self.settings.fastMode != before:
             log.info("fast mode %s", "on" if self.settings.fastMode else "off")
+            self.memory.clear()  # what the other model suggested is not what was asked for
 
     def make_engine(self) -> Engine:
         if self.engine_config is not None:

@@ -86,3 +86,7 @@ class SuggestionMemory:
     def forget(self, uri: str) -> None:
         with self._lock:
             self._items.pop(uri, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()

@@ -276,3 +276,13 @@ async def test_accepting_before_the_next_suggestion_is_ready_waits_for_it(
     stats = real_service.stats()["server"]
     assert after is not None and stats["prefetch_hits"] == 1 and stats["prefetched"] == 1
     assert real_service._ahead == {}
+
+
+def test_switching_fast_mode_forgets_what_the_other_model_suggested(
+    service: CompletionService,
+) -> None:
+    service.open(URI, SOURCE, 1, "python")
+    service.memory.remember(URI, Remembered(SOURCE, "", " * 2", "shown", None))
+    assert service.memory.find(URI, SOURCE, len(SOURCE)) is not None
+    service.toggle_fast_mode()
+    assert service.memory.find(URI, SOURCE, len(SOURCE)) is None

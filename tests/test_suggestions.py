@@ -53,3 +53,6 @@ def test_memory_prefers_the_newest_and_forgets_closed_documents() -> None:
     assert memory.find("b", *doc("math")) is None
     memory.forget("a")
     assert memory.find("a", *doc("math")) is None
+    memory.remember("b", SHOWN)
+    memory.clear()  # fast mode switched: the other model answers from now on
+    assert memory.find("b", *doc("math")) is None
