@@ -105,6 +105,12 @@ class Ahead:
     offset: int
     done: asyncio.Event
 
+    def at(self, line: int, character: int) -> bool:
+        try:
+            return offset_at(self.text, line, character) == self.offset
+        except PositionError:
+            return False
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -351,7 +357,7 @@ class CompletionService:
             if ahead is not None:
                 return ahead  # no debounce, no model: the rest of what the editor shows
             pending = self._ahead.get(key)
-            if pending is not None and pending.text == doc.text:
+            if pending is not None and pending.text == doc.text and pending.at(line, character):
                 # Accepted before the suggestion after it was ready: wait for that one rather
                 # than start the same work again.
                 await pending.done.wait()
