@@ -27,7 +27,8 @@ from inference.session import SessionConfig
 
 WARM_CHUNK = 32  # a keystroke arriving mid-warm-up waits for at most one such chunk (~0.1 s)
 # Prefill seconds per token before a model has been measured (the fast model on 2 CPU cores:
-# 1.5 ms); measured prefills of at least MEASURE_MIN_TOKENS replace it, averaged.
+# 1.5-3.5 ms, depending on the day's host); measured prefills of at least MEASURE_MIN_TOKENS
+# replace it, averaged.
 PREFILL_S_PER_TOKEN = 0.002
 MEASURE_MIN_TOKENS = 32
 CACHEABLE = frozenset({Finish.EOS, Finish.STOP, Finish.NEWLINE, Finish.LENGTH})
