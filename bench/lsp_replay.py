@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
@@ -37,9 +38,12 @@ class Served:
     drain: asyncio.Task | None = None
 
 
-async def start_server(settings: dict[str, Any], prefix: str) -> Served:
+async def start_server(
+    settings: dict[str, Any], prefix: str, workspace: Path | None = None
+) -> Served:
     """A fresh `fastcomplete serve` with a throwaway FASTCOMPLETE_HOME (an empty completion
-    cache), the user's models named in the initialization options, both models loaded."""
+    cache), the user's models named in the initialization options, both models loaded.
+    `workspace`: the folder the editor has open (the server indexes it)."""
     root = model_dir(DEFAULT_MODEL)  # read from this process's FASTCOMPLETE_HOME
     home = tempfile.mkdtemp(prefix=f"fastcomplete-{prefix}-")
     client = DemoClient()
@@ -55,9 +59,12 @@ async def start_server(settings: dict[str, Any], prefix: str) -> Served:
     process = getattr(client, "_server", None)
     if process is not None and process.stderr is not None:
         served.drain = asyncio.create_task(_drain(process.stderr, served.stderr))
+    folders = [types.WorkspaceFolder(workspace.as_uri(), workspace.name)] if workspace else None
     await client.initialize_async(
         types.InitializeParams(
             capabilities=client_capabilities(),
+            root_uri=workspace.as_uri() if workspace else None,
+            workspace_folders=folders,
             initialization_options={
                 "fastModelPath": str(root / "fast"),
                 "standardModelPath": str(root / "standard"),

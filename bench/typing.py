@@ -64,7 +64,17 @@ def _position(text: str) -> types.Position:
     return types.Position(len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2)
 
 
-async def replay(label: str, text: str, fast_mode: bool, chars: int, seed: int) -> dict[str, Any]:
+async def replay(
+    label: str,
+    text: str,
+    fast_mode: bool,
+    chars: int,
+    seed: int,
+    workspace: Path | None = None,
+    index_on: bool = True,
+) -> dict[str, Any]:
+    """One typing run; `workspace`: the folder the editor has open (indexed before typing
+    starts when `index_on`), the typed file among its files."""
     root = model_dir(DEFAULT_MODEL)
     client = DemoClient()
     home = tempfile.mkdtemp(prefix="fastcomplete-typing-")
@@ -74,17 +84,22 @@ async def replay(label: str, text: str, fast_mode: bool, chars: int, seed: int) 
     await client.initialize_async(
         types.InitializeParams(
             capabilities=client_capabilities(),
+            root_uri=workspace.as_uri() if workspace else None,
             initialization_options={
                 "fastMode": fast_mode,
                 "fastModelPath": str(root / "fast"),
                 "standardModelPath": str(root / "standard"),
+                "workspaceIndex": index_on,
             },
         )
     )
     client.initialized(types.InitializedParams())
-    while len((await client.command("fastcomplete.stats")).get("kv_cache_bytes", {})) < 2:
-        await asyncio.sleep(0.2)  # both models loaded
-    uri = "file:///bench/typed.py"
+    while True:
+        stats = await client.command("fastcomplete.stats")
+        if len(stats.get("kv_cache_bytes", {})) == 2 and stats["index"]["state"] != "building":
+            break  # both models loaded, the workspace indexed
+        await asyncio.sleep(0.2)
+    uri = (workspace / "typed.py").as_uri() if workspace else "file:///bench/typed.py"
     before, typed, after = _region(text, chars)
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(
@@ -159,6 +174,7 @@ async def replay(label: str, text: str, fast_mode: bool, chars: int, seed: int) 
     return {
         "file": label,
         "fast_mode": fast_mode,
+        "index": stats["index"].get("files", 0) if index_on and workspace else "off",
         **outcomes,
         "server_stale_dropped": stats["server"].get("stale_dropped", 0),
         "latency_p50_ms": round(statistics.median(lat), 1) if lat else None,
@@ -174,16 +190,35 @@ def main() -> int:
     parser.add_argument("--chars", type=int, default=240, help="characters typed per run")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", type=Path, default=Path("bench/results/typing.json"))
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        help="type into a file of this folder, with the workspace index on and off (fast mode)",
+    )
     args = parser.parse_args()
     rows = []
-    for fast_mode in (True, False):
-        for label, (name, lines) in FILES.items():
-            row = asyncio.run(replay(label, _doc(name, lines), fast_mode, args.chars, args.seed))
-            rows.append(row)
-            print(f"done: {label}, fast mode {'on' if fast_mode else 'off'}", file=sys.stderr)
+    runs = [(fast, label, True) for fast in (True, False) for label in FILES]
+    if args.workspace:
+        runs = [(True, label, index_on) for index_on in (False, True) for label in FILES]
+    for fast_mode, label, index_on in runs:
+        name, lines = FILES[label]
+        row = asyncio.run(
+            replay(
+                label,
+                _doc(name, lines),
+                fast_mode,
+                args.chars,
+                args.seed,
+                args.workspace.resolve() if args.workspace else None,
+                index_on,
+            )
+        )
+        rows.append(row)
+        print(f"done: {label}, fast mode {'on' if fast_mode else 'off'}", file=sys.stderr)
     cols = [
         "file",
         "fast_mode",
+        "index",
         "requests",
         "answered",
         "empty",
@@ -198,7 +233,8 @@ def main() -> int:
     print(" | ".join(cols))
     for row in rows:
         print(" | ".join(str(row[c]) for c in cols))
-    fast = {r["file"]: r for r in rows if r["fast_mode"]}
+    indexed = [r for r in rows if r["fast_mode"] and (not args.workspace or r["index"] != "off")]
+    fast = {r["file"]: r for r in indexed}
     if fast["50 lines"]["latency_p50_ms"] and fast["2000 lines"]["latency_p50_ms"]:
         ratio = fast["2000 lines"]["latency_p50_ms"] / fast["50 lines"]["latency_p50_ms"]
         print(f"\nfast mode p50, 2000-line / 50-line file: {ratio:.2f} (target <= 1.5)")

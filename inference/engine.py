@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from inference.model import Model, load_model_dir
 from inference.paths import DEFAULT_MODEL, fastcomplete_home, variant_dir
 from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
+from inference.scoring import continuation_logprob, split_shared
 from inference.session import SessionConfig
 
 WARM_CHUNK = 32  # a keystroke arriving mid-warm-up waits for at most one such chunk (~0.1 s)
@@ -294,6 +296,31 @@ class Engine:
         self.metrics.event("warmups")
         self.metrics.event("warmup_tokens", computed)
         return computed
+
+    def likelihoods(
+        self,
+        route: Route,
+        prompt: str,
+        tokens: Tokens | None,
+        continuations: list[str],
+        cancel: threading.Event,
+    ) -> list[float | None]:
+        """log P(continuation | prompt) for each, on the model that would serve `route` (None
+        each when no local model can say). Raises ScoringCancelled."""
+        model = self.planning_model(route)
+        if model is None:
+            return [None] * len(continuations)
+        if tokens is not None and tokens.tokenizer == model.tokenizer_id:
+            prompt_ids = list(tokens.ids)
+        else:
+            prompt_ids = model.tokenizer.encode(prompt)
+        encoded = [model.tokenizer.encode(prompt + c) for c in continuations]
+        context, rests = split_shared(prompt_ids, encoded)
+        started = time.perf_counter()
+        scores = [continuation_logprob(model, context, rest, cancel) for rest in rests]
+        self.metrics.event("scored_candidates", len(continuations))
+        self.metrics.event("scoring_ms", round((time.perf_counter() - started) * 1000))
+        return scores
 
     def stats(self) -> dict[str, Any]:
         snap = self.metrics.snapshot()

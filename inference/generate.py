@@ -54,6 +54,10 @@ class GenerationConfig:
     prefill_chunk: int = PREFILL_CHUNK  # smaller for idle warm-ups, so a keystroke waits less
     heal: bool = False  # back off a last token that ends inside a word (see inference/healing)
     constraint: str = ""  # text the output must start with; it is not part of the result
+    # Start from the n-th most likely first token, then go on as configured: 0 is the usual
+    # choice, 1 and 2 give the alternatives an explicit request shows (branching where the
+    # candidates differ most, on the KV cache the first one left).
+    first_choice: int = 0
 
     @property
     def cache_key(self) -> tuple:
@@ -68,6 +72,7 @@ class GenerationConfig:
             self.next_line,
             self.stop_looping,
             self.constraint,
+            self.first_choice,
         )
 
 
@@ -230,6 +235,11 @@ class Generation:
         remaining = self._remaining_constraint()
         if remaining:
             logits = apply_allowed(logits, self.model.tokenizer.vocab_index.allowed(remaining))
+        if cfg.first_choice and not self.result.token_ids:
+            ranked = np.argsort(-logits)[cfg.first_choice]
+            if not np.isfinite(logits[ranked]):
+                raise _Stop(Finish.EOS)  # fewer allowed first tokens than that
+            return int(ranked)
         return sample(logits, cfg.temperature, cfg.top_p, self._rng)
 
     def _adapt(self, drafted: int, kept: int) -> None:

@@ -3,6 +3,12 @@
 "pri|" tokenizes as a rare fragment; the model saw "print" as one token in training. Back off
 that last token and let generation re-produce it: the first tokens chosen must spell the removed
 text (or extend it). The caller strips the removed text from the output.
+
+The same goes for a space typed after code ("return a |"): BPE tokenizers such as SmolLM2's join
+a space to the token after it (" +" is one token), so a prompt ending in a lone " " token is
+rare in training and the model answers with a second space (" + b" after "a ": "a  + b"). Backing
+off the trailing space token(s) and constraining the output to start with them lets the model
+pick " +" itself.
 """
 
 from __future__ import annotations
@@ -52,12 +58,38 @@ class VocabIndex:
         return out
 
 
+HORIZONTAL_SPACE = " \t"
+
+
 def heal(ids: list[int], tokenizer: Tokenizer, max_chars: int = 12) -> Healed:
-    """Back off the last token when it ends inside a word (letters, digits, underscore)."""
+    """Back off the last token when it ends inside a word (letters, digits, underscore), or the
+    trailing tokens made only of spaces and tabs when code comes before them on their line (not
+    indentation: a run after a newline is left alone). `max_chars` bounds what is backed off."""
     if len(ids) < 2:
         return Healed(ids, "")
     last = tokenizer.token_text(ids[-1])
+    if last and not last.strip(HORIZONTAL_SPACE):
+        return _heal_space(ids, tokenizer, max_chars)
     word = last.lstrip()
     if not word or len(last) > max_chars or not (word[-1].isalnum() or word[-1] == "_"):
         return Healed(ids, "")
     return Healed(ids[:-1], last)
+
+
+def _heal_space(ids: list[int], tokenizer: Tokenizer, max_chars: int) -> Healed:
+    """The trailing spaces/tabs backed off, when what is before them on the line is code."""
+    space, kept = "", len(ids)
+    while kept > 1:
+        text = tokenizer.token_text(ids[kept - 1])
+        if not text or text.strip(HORIZONTAL_SPACE):
+            break
+        space, kept = text + space, kept - 1
+    before = tokenizer.token_text(ids[kept - 1])
+    if (
+        kept == len(ids)
+        or len(space) > max_chars
+        or not before.strip()  # only whitespace before it (or an empty special token)
+        or before.rstrip(HORIZONTAL_SPACE).endswith(("\n", "\r"))  # indentation
+    ):
+        return Healed(ids, "")
+    return Healed(ids[:kept], space)

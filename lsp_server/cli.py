@@ -186,6 +186,8 @@ def _eval(args: argparse.Namespace) -> int:
         run_eval,
     )
 
+    if args.workspace:
+        return _eval_workspace(args)
     roots = [args.path] if args.path else default_roots()
     cases = collect_cases(roots, args.language, args.n, args.seed)
     if not cases:
@@ -198,6 +200,40 @@ def _eval(args: argparse.Namespace) -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"cases": len(cases), "report": report}, indent=2))
+    return 0
+
+
+def _eval_workspace(args: argparse.Namespace) -> int:
+    from inference.engine import Engine, EngineConfig
+    from inference.paths import fastcomplete_home
+    from lsp_server.evaluation import (
+        WORKSPACE_ROWS,
+        print_report,
+        run_workspace_eval,
+        workspace_cases,
+    )
+    from lsp_server.exclusions import Exclusions
+
+    root = args.workspace.resolve()
+    if not root.is_dir():
+        print(f"fastcomplete: error: {root} is not a folder", file=sys.stderr)
+        return EXIT_ERROR
+    cases = workspace_cases(root, args.n, args.seed, Exclusions(root))
+    if not cases:
+        print(f"fastcomplete: error: no source files found under {root}", file=sys.stderr)
+        return EXIT_ERROR
+    rows = WORKSPACE_ROWS if args.ablations else dict(list(WORKSPACE_ROWS.items())[:2])
+    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
+    variants = tuple(args.models.split(","))
+    report = run_workspace_eval(
+        engine, root, cases, rows, variants, store_dir=fastcomplete_home() / "index"
+    )
+    print(f"workspace {root}")
+    print_report(report, len(cases))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"workspace": str(root), "cases": len(cases), "report": report}
+        args.json.write_text(json.dumps(payload, indent=2))
     return 0
 
 
@@ -258,6 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--ablations", action="store_true", help="also without context/healing/post")
     e.add_argument("--json", type=Path, help="write the figures here too")
+    e.add_argument(
+        "--workspace",
+        type=Path,
+        metavar="DIR",
+        help="positions cut from this repository's files, the rest of it indexed as the workspace",
+    )
+    e.add_argument(
+        "--models", default="fast,standard", help="with --workspace: fast, standard or both"
+    )
     e.set_defaults(func=_eval)
 
     d = sub.add_parser("demo", help="an LSP client session against `fastcomplete serve`")

@@ -17,10 +17,19 @@ from inference.engine import Engine, EngineResult, Tokens
 from inference.generate import Finish, GenerationConfig
 from inference.manifest import FimTemplate
 from inference.router import Route, RoutingError, Task
+from inference.scoring import ScoringCancelled
 from lsp_server.context import WINDOW_STEP_LINES, AboveWindow, Snippet, build_context, window_start
 from lsp_server.documents import insert_parsed
 from lsp_server.positions import offset_at
-from lsp_server.postprocess import MINIMAL, NEXT_LINE, RULES, Rule, Site, postprocess_why
+from lsp_server.postprocess import (
+    MINIMAL,
+    NEXT_LINE,
+    RULES,
+    Processed,
+    Rule,
+    Site,
+    postprocess_report,
+)
 from lsp_server.settings import Settings
 from lsp_server.syntax import parser_for, tree_issues
 
@@ -34,6 +43,16 @@ DRAFT_TOKENS = 8
 # steps this small, and it never gets fewer tokens than this.
 SHORT_STEP_LINES = 8
 SHORT_MIN_TOKENS = 48
+# Candidates ranked by the code after the cursor: how many, and how much of that code is scored
+# (the rest of the line and the next non-blank lines, up to a size that keeps scoring cheap).
+SCORED_CANDIDATES = 3
+SCORED_SUFFIX_LINES = 2
+SCORED_SUFFIX_CHARS = 120
+MAX_ALTERNATIVES = 3
+# Post-processing steps worth counting when they shorten what is shown (stats: trimmed.<step>).
+NOTABLE_TRIMS = frozenset(
+    {"cut_off", "drop_degenerate_repetition", "drop_repeated_whitespace", "stop_at_repetition"}
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,7 @@ class PipelineOptions:
     postprocess: bool = True
     syntax_check: bool = True
     header: str = "comment"  # how the prompt names the file: "comment", "filename" or "none"
+    suffix_scoring: bool = True  # rank candidates by how likely they make the code after them
 
 
 @dataclass(frozen=True)
@@ -59,6 +79,9 @@ class CompletionPlan:
     # in the background after answering, so that the next keystroke gets the whole context.
     deferred: CompletionPlan | None = None
     rules: tuple[Rule, ...] = RULES  # post-processing (the eval's ablation may still pick MINIMAL)
+    candidates: int = 1  # distinct items to answer with (an explicit request asks for more)
+    # The code after the cursor that candidates are ranked by ("" : the first one is shown).
+    score_suffix: str = ""
 
 
 @dataclass
@@ -69,6 +92,9 @@ class Completion:
     retried_on_standard: bool = False
     empty_reason: str | None = None  # why `text` is empty: "no_prompt", "model_empty",
     # "timed_out", "syntax", or "filtered.<rule>"
+    alternatives: tuple[str, ...] = ()  # every item to show, best first (`text` among them)
+    reranked: bool = False  # suffix scoring put another candidate before the first one
+    trimmed_by: tuple[str, ...] = ()  # NOTABLE_TRIMS that shortened the text shown
 
 
 def is_single_line(line_prefix: str, line_suffix: str, multiline: str) -> bool:
@@ -81,6 +107,20 @@ def is_single_line(line_prefix: str, line_suffix: str, multiline: str) -> bool:
         return True
     stripped = line_prefix.rstrip()
     return not (not stripped or stripped.endswith(BLOCK_OPENERS))
+
+
+def scoring_suffix(text: str, offset: int) -> str:
+    """The code after the cursor that ranks candidates: the rest of the line and the next
+    non-blank lines ("" when nothing but whitespace follows)."""
+    rows = text[offset : offset + 4 * SCORED_SUFFIX_CHARS].split("\n")
+    kept, non_blank = rows[:1], 0
+    for row in rows[1:]:
+        if non_blank >= SCORED_SUFFIX_LINES:
+            break
+        kept.append(row)
+        non_blank += bool(row.strip())
+    suffix = "\n".join(kept)[:SCORED_SUFFIX_CHARS]
+    return suffix if suffix.strip() else ""
 
 
 def plan_completion(
@@ -99,9 +139,11 @@ def plan_completion(
     above: AboveWindow | None = None,
     budget_tokens: int | None = None,
     step_lines: int = WINDOW_STEP_LINES,
+    candidates: int = 1,
 ) -> CompletionPlan:
     """Raises PositionError for a position outside the document. `tree`: `text` parsed.
-    `budget_tokens`: the prompt's budget (default: the contextTokens setting)."""
+    `budget_tokens`: the prompt's budget (default: the contextTokens setting). `candidates`:
+    how many distinct items the answer may hold."""
     offset = offset_at(text, line, character)
     line_prefix = text[:offset].rsplit("\n", 1)[-1]
     line_suffix = text[offset:].split("\n", 1)[0].removesuffix("\r")
@@ -131,16 +173,26 @@ def plan_completion(
         in_string and settings.multiline == "auto"
     )
     inside_word = bool(line_prefix) and (line_prefix[-1].isalnum() or line_prefix[-1] == "_")
+    after_space = line_prefix.endswith((" ", "\t")) and bool(line_prefix.strip())
     config = GenerationConfig(
         max_new_tokens=settings.maxTokens,
         stop_at_newline=single,
         stop_strings=() if single else ("\n\n\n",),
         deadline_s=SINGLE_LINE_DEADLINE_S if single else MULTI_LINE_DEADLINE_S,
         draft_tokens=DRAFT_TOKENS,
-        heal=options.heal and inside_word,
+        heal=options.heal and (inside_word or after_space),
         stop_looping=True,
     )
-    return CompletionPlan(prompt, config, Site(line_prefix, line_suffix, single), offset)
+    # A FIM prompt already holds the code after the cursor.
+    ranked = options.suffix_scoring and fim is None and (candidates > 1 or settings.suffixScoring)
+    return CompletionPlan(
+        prompt,
+        config,
+        Site(line_prefix, line_suffix, single),
+        offset,
+        candidates=candidates,
+        score_suffix=scoring_suffix(text, offset) if ranked else "",
+    )
 
 
 def plan_for_engine(
@@ -157,6 +209,7 @@ def plan_for_engine(
     tree: Tree | None = None,
     above: AboveWindow | None = None,
     prefill_budget_s: float | None = None,
+    candidates: int = 1,
 ) -> CompletionPlan:
     """The plan with its route decided and its prompt encoded once, by the model that serves
     first on that route (its tokenizer counts the budget; its FIM template shapes the prompt).
@@ -180,6 +233,7 @@ def plan_for_engine(
             fim=model.manifest.fim if model else None,
             options=options,
             tree=tree,
+            candidates=candidates,
             **shape,  # type: ignore[arg-type]
         )
         tokens = None
@@ -235,7 +289,67 @@ def run_completion(
     options: PipelineOptions = PipelineOptions(),
     tree: Tree | None = None,
 ) -> Completion:
-    """Generate, post-process and check one completion (on a worker thread)."""
+    """Generate, post-process and check one completion (on a worker thread); with more
+    candidates planned, also the alternatives, ranked by the code after the cursor."""
+    started = time.perf_counter()
+    first = _first_completion(engine, plan, text, language_id, cancel, options, tree)
+    wanted = max(plan.candidates, SCORED_CANDIDATES if plan.score_suffix else 1)
+    if wanted <= 1 or first.result is None or first.result.finish is Finish.CANCELLED:
+        return replace(first, alternatives=(first.text,) if first.text else ())
+    texts = [first.text] if first.text else []
+    rules = plan.rules if options.postprocess else MINIMAL
+    route = plan.route or engine.route(Task.COMPLETION)
+    for rank in range(1, wanted):
+        left = (plan.config.deadline_s or 0) - (time.perf_counter() - started)
+        if left <= 0.05 or cancel.is_set():
+            break
+        config = replace(plan.config, first_choice=rank, deadline_s=left)
+        try:
+            other = engine.generate(
+                Task.COMPLETION, plan.prompt, config, route=route, tokens=plan.tokens, cancel=cancel
+            )
+        except RoutingError:
+            break
+        shown = _processed(other, plan, rules).text
+        if not shown or shown in texts:
+            continue
+        if options.syntax_check and adds_syntax_errors(text, plan.offset, shown, language_id, tree):
+            continue
+        texts.append(shown)
+    ranked = texts
+    if plan.score_suffix and len(texts) > 1 and not cancel.is_set():
+        ranked = _rank_by_suffix(engine, plan, route, texts, cancel)
+    if not ranked:
+        return first
+    kept = tuple(ranked[: plan.candidates])
+    return replace(
+        first, text=kept[0], alternatives=kept, reranked=kept[0] != first.text, empty_reason=None
+    )
+
+
+def _rank_by_suffix(
+    engine: Engine, plan: CompletionPlan, route: Route, texts: list[str], cancel: threading.Event
+) -> list[str]:
+    """`texts` from the most to the least likely to be followed by the code after the cursor."""
+    try:
+        scores = engine.likelihoods(
+            route, plan.prompt, plan.tokens, [t + plan.score_suffix for t in texts], cancel
+        )
+    except ScoringCancelled:
+        return texts
+    order = sorted(range(len(texts)), key=lambda i: (scores[i] is None, -(scores[i] or 0.0), i))
+    return [texts[i] for i in order]
+
+
+def _first_completion(
+    engine: Engine,
+    plan: CompletionPlan,
+    text: str,
+    language_id: str,
+    cancel: threading.Event,
+    options: PipelineOptions,
+    tree: Tree | None,
+) -> Completion:
     started = time.perf_counter()
     if not plan.prompt.strip():
         # nothing to continue from: not a question for a model
@@ -245,13 +359,14 @@ def run_completion(
     result = engine.generate(
         Task.COMPLETION, plan.prompt, plan.config, route=route, tokens=plan.tokens, cancel=cancel
     )
-    shown, dropped_by = postprocess_why(result.text, plan.site, rules)
+    processed = _processed(result, plan, rules)
+    shown, trimmed = processed.text, tuple(t for t in processed.trimmed_by if t in NOTABLE_TRIMS)
     if not shown:
-        return Completion("", result, empty_reason=_why_empty(result, dropped_by))
-    if not options.syntax_check:
-        return Completion(shown, result)
-    if not adds_syntax_errors(text, plan.offset, shown, language_id, tree):
-        return Completion(shown, result)
+        return Completion("", result, empty_reason=_why_empty(result, processed.dropped_by))
+    if not options.syntax_check or not adds_syntax_errors(
+        text, plan.offset, shown, language_id, tree
+    ):
+        return Completion(shown, result, trimmed_by=trimmed)
     # Broken syntax: one more try where the route says, while the time budget allows.
     retry = route.quality_retry(result.variant)
     left = (plan.config.deadline_s or 0) - (time.perf_counter() - started)
@@ -268,10 +383,16 @@ def run_completion(
             )
         except RoutingError:  # the retry's model cannot serve now: nothing better to show
             return rejected
-        shown = postprocess_why(again.text, plan.site, rules)[0]
+        shown = _processed(again, plan, rules).text
         if shown and not adds_syntax_errors(text, plan.offset, shown, language_id, tree):
             return Completion(shown, again, syntax_rejected=True, retried_on_standard=True)
     return rejected
+
+
+def _processed(result: EngineResult, plan: CompletionPlan, rules: tuple[Rule, ...]) -> Processed:
+    """Post-processed text; one cut by the token limit is first trimmed to a sound point."""
+    cut_off = result.finish is Finish.LENGTH
+    return postprocess_report(result.text, plan.site, rules, cut_off=cut_off)
 
 
 def _why_empty(result: EngineResult, dropped_by: str | None) -> str:

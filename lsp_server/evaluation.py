@@ -9,6 +9,7 @@ completions that add syntax errors, and latency p50/p95.
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import statistics
 import sysconfig
@@ -21,13 +22,18 @@ from typing import Any
 from inference.engine import Engine
 from inference.router import FAST, STANDARD
 from lsp_server.completion import (
+    CompletionPlan,
     PipelineOptions,
     adds_syntax_errors,
     plan_for_engine,
     run_completion,
 )
+from lsp_server.context import Snippet
+from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.settings import Settings
+from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
 from lsp_server.syntax import EXTENSIONS
+from lsp_server.workspace_index import WorkspaceIndex
 
 CASES_PER_FILE = 4
 EVAL_SETTINGS = Settings(multiline="never")  # the task is the rest of one line
@@ -60,6 +66,7 @@ class Scores:
     similarity: float = 0.0
     syntax_errors: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    context_ms: list[float] = field(default_factory=list)  # choosing the repository context
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies_ms)
@@ -73,6 +80,9 @@ class Scores:
             else 0.0,
             "latency_p50_ms": round(statistics.median(lat), 1) if lat else None,
             "latency_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 1) if lat else None,
+            "context_p50_ms": round(statistics.median(self.context_ms), 1)
+            if self.context_ms
+            else None,
         }
 
 
@@ -170,30 +180,42 @@ def evaluate(
     settings = dataclasses.replace(settings, fastMode=fast_mode)
     for case in cases:
         started = time.perf_counter()
-        plan = plan_for_engine(
-            engine,
-            case.document,
-            case.line,
-            case.character,
-            settings,
-            language_id=case.language,
-            path="/".join(Path(case.path).parts[-2:]),
-            options=options,
-        )
+        plan = _plan_case(engine, case, settings, options)
         done = run_completion(
             engine, plan, case.document, case.language, cancel=threading.Event(), options=options
         )
         scores.latencies_ms.append((time.perf_counter() - started) * 1000)
-        scores.cases += 1
-        got = done.text
-        scores.exact += got.strip() == case.expected.strip()
-        scores.similarity += edit_similarity(got.strip(), case.expected.strip())
-        if got:
-            scores.shown += 1
-            scores.syntax_errors += adds_syntax_errors(
-                case.document, plan.offset, got, case.language
-            )
+        _tally(scores, case, done.text, plan.offset)
     return scores
+
+
+def _plan_case(
+    engine: Engine,
+    case: Case,
+    settings: Settings,
+    options: PipelineOptions,
+    snippets: list[Snippet] | None = None,
+) -> CompletionPlan:
+    return plan_for_engine(
+        engine,
+        case.document,
+        case.line,
+        case.character,
+        settings,
+        language_id=case.language,
+        path="/".join(Path(case.path).parts[-2:]),
+        snippets=snippets or (),
+        options=options,
+    )
+
+
+def _tally(scores: Scores, case: Case, got: str, offset: int) -> None:
+    scores.cases += 1
+    scores.exact += got.strip() == case.expected.strip()
+    scores.similarity += edit_similarity(got.strip(), case.expected.strip())
+    if got:
+        scores.shown += 1
+        scores.syntax_errors += adds_syntax_errors(case.document, offset, got, case.language)
 
 
 def run_eval(
@@ -214,13 +236,121 @@ def run_eval(
 
 def print_report(report: dict[str, dict[str, dict[str, Any]]], cases: int) -> None:
     print(f"line completion, {cases} cursor positions cut inside real lines\n")
-    head = "| pipeline | model | exact match % | edit similarity % | shown | syntax errors % of shown | p50 ms | p95 ms |"
+    head = "| pipeline | model | exact match % | edit similarity % | shown | syntax errors % of shown | p50 ms | p95 ms | context p50 ms |"
     print(head)
-    print("|" + "---|" * 8)
+    print("|" + "---|" * 9)
     for name, variants in report.items():
         for variant, s in variants.items():
             print(
                 f"| {name} | {variant} | {s['exact_match']} | {s['edit_similarity']} | "
                 f"{s['shown']} | {s['syntax_error_rate']} | {s['latency_p50_ms']} | "
-                f"{s['latency_p95_ms']} |"
+                f"{s['latency_p95_ms']} | {s['context_p50_ms'] or '-'} |"
             )
+
+
+# -- a repository as the workspace -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepoRow:
+    """One ablation of what the rest of the repository and the code after the cursor add."""
+
+    index_snippets: bool = True
+    definitions: bool = True
+    suffix_scoring: bool = True
+
+
+WORKSPACE_ROWS = {
+    "file only (before the index)": RepoRow(False, False, False),
+    "workspace: snippets + definitions + suffix scoring": RepoRow(),
+    "without workspace snippets": RepoRow(index_snippets=False),
+    "without symbol definitions": RepoRow(definitions=False),
+    "without suffix scoring": RepoRow(suffix_scoring=False),
+}
+
+
+def workspace_cases(root: Path, n: int, seed: int, exclusions: Exclusions) -> list[Case]:
+    """Cases from the repository's own files, as the index would see them."""
+    files: list[Path] = []
+    for folder, dirs, names in os.walk(root):
+        here = Path(folder)
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in SKIPPED_DIRS
+            and not exclusions.excluded(here / d, is_dir=True)
+            and not exclusions.ignored(here / d, is_dir=True)
+        ]
+        files += [
+            here / name
+            for name in names
+            if not exclusions.excluded(here / name) and not exclusions.ignored(here / name)
+        ]
+    return collect_cases(sorted(files), None, n, seed)
+
+
+def run_workspace_eval(
+    engine: Engine,
+    root: Path,
+    cases: list[Case],
+    rows: dict[str, RepoRow],
+    variants: tuple[str, ...] = (FAST, STANDARD),
+    store_dir: Path | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """{row: {variant: summary}}. Each case's file is open in the editor and its saved copy is
+    kept out of the index, so the cut line cannot leak. Latency is measured on a warm prompt
+    (the file open for a while), and the repository context's own cost (choosing snippets and
+    definitions for a new block) is reported apart, as `context_p50_ms`."""
+    exclusions = Exclusions(root)
+    index = WorkspaceIndex(root, store_dir, exclusions=exclusions)
+    index.build()
+    for variant in variants:
+        engine.load(variant)
+    scores = {(name, v): Scores() for name in rows for v in variants}
+    for case in cases:
+        uri = Path(case.path).resolve().as_uri()
+        for variant in variants:
+            for name, row in rows.items():
+                used = row.index_snippets or row.definitions
+                sources = RepoSources(
+                    (),
+                    index if used else None,
+                    exclusions,
+                    definitions=row.definitions,
+                    index_snippets=row.index_snippets,
+                )
+                chooser = SnippetChooser(lambda: budget_chars(EVAL_SETTINGS.contextTokens))
+                started = time.perf_counter()
+                snippets = chooser.choose(uri, case.document, case.line, sources)
+                context_ms = (time.perf_counter() - started) * 1000
+                options = PipelineOptions(suffix_scoring=row.suffix_scoring)
+                _score_case(
+                    engine, case, variant, options, snippets, scores[name, variant], context_ms
+                )
+    return {name: {v: scores[name, v].summary() for v in variants} for name in rows}
+
+
+def _score_case(
+    engine: Engine,
+    case: Case,
+    variant: str,
+    options: PipelineOptions,
+    snippets: list[Snippet],
+    scores: Scores,
+    context_ms: float,
+) -> None:
+    settings = dataclasses.replace(
+        EVAL_SETTINGS, fastMode=variant == FAST, suffixScoring=options.suffix_scoring
+    )
+
+    warm = _plan_case(engine, case, settings, options, snippets)
+    if warm.route is not None and warm.prompt.strip():
+        engine.warm(warm.route, warm.prompt, warm.tokens, threading.Event())
+    started = time.perf_counter()
+    made = _plan_case(engine, case, settings, options, snippets)
+    done = run_completion(
+        engine, made, case.document, case.language, cancel=threading.Event(), options=options
+    )
+    scores.latencies_ms.append((time.perf_counter() - started) * 1000)
+    scores.context_ms.append(context_ms)
+    _tally(scores, case, done.text, made.offset)

@@ -2,6 +2,8 @@
 
 A rule takes the completion text and the `Site` it will be inserted at and returns the text to
 keep ("" drops the completion). Golden tests in tests/test_postprocess.py pin each one down.
+A completion cut by the token limit is first trimmed to its last sound point (`trim_cut_off`);
+`postprocess_report` says which step trimmed or dropped what.
 """
 
 from __future__ import annotations
@@ -23,6 +25,84 @@ class Site:
 
 
 Rule = Callable[[str, Site], str]
+
+HORIZONTAL_SPACE = " \t"
+PARTIAL_NAME = re.compile(r"[A-Za-z0-9_]+$")
+QUOTES = "\"'`"
+
+
+def drop_repeated_whitespace(text: str, site: Site) -> str:
+    """After a space typed behind code (`return a |`), a completion starting with spaces or tabs
+    would double it (`return a  + b`): drop its leading spaces and tabs. Indentation (a line of
+    only whitespace) is left alone."""
+    prefix = site.line_prefix
+    if prefix.strip() and prefix.endswith(tuple(HORIZONTAL_SPACE)):
+        return text.lstrip(HORIZONTAL_SPACE)
+    return text
+
+
+def _open_string(code: str) -> int | None:
+    """Where the string literal still open at the end of `code` opens (None: none is).
+
+    Deliberately simple and language-agnostic: quotes are " ' ` and three of " or ' in a row;
+    a backslash escapes the next character; a one-quote string (not `) ends at its line's end;
+    `#` or `//` outside a string starts a comment that runs to the line's end (so an apostrophe
+    in a comment opens nothing; `#include "a` is not seen as an open string)."""
+    i, opened, quote = 0, None, ""
+    while i < len(code):
+        c = code[i]
+        if quote:
+            if c == "\\":
+                i += 2
+            elif code.startswith(quote, i):
+                i, opened, quote = i + len(quote), None, ""
+            else:
+                if c == "\n" and quote in ("'", '"'):
+                    opened, quote = None, ""
+                i += 1
+        elif c == "#" or code.startswith("//", i):
+            end = code.find("\n", i)
+            if end < 0:
+                break
+            i = end
+        elif c in QUOTES:
+            quote = code[i : i + 3] if code[i : i + 3] in ('"""', "'''") else c
+            opened, i = i, i + len(quote)
+        else:
+            i += 1
+    return opened
+
+
+def trim_cut_off(text: str, site: Site) -> str:
+    """A completion cut by the token limit, trimmed to its last sound point ("" if none is left).
+
+    - Cut right after a newline: every line is whole; only trailing whitespace goes.
+    - Several lines of completion (the last one not the first with code in it): the last line
+      was cut somewhere inside, so it goes entirely.
+    - One line: a trailing run of letters, digits and underscores goes (the model might have
+      gone on with the name: `compute_tot`), unless whitespace follows it (the name was done).
+    - Then a string literal opened in the completion and still open at its end is cut back to
+      before its opening quote (`print("Processing the` -> `print(`). The cursor's line counts
+      (only that line: the site knows no more): a string opened before the cursor and still open
+      is the string being written, its text is kept (`print("|` + `Processing the` ->
+      `Processing`).
+    """
+    stripped = text.rstrip()
+    if not stripped:
+        return ""
+    trailing = text[len(stripped) :]
+    if "\n" not in trailing:  # the last line was cut inside
+        lines = stripped.split("\n")
+        first_code = next(i for i, line in enumerate(lines) if line.strip())
+        if len(lines) - 1 > first_code:
+            stripped = "\n".join(lines[:-1]).rstrip()
+        elif not trailing:
+            stripped = PARTIAL_NAME.sub("", stripped).rstrip()
+    prefix = site.line_prefix
+    opened = _open_string(prefix + stripped)
+    if opened is not None and opened >= len(prefix):
+        stripped = stripped[: opened - len(prefix)].rstrip()
+    return stripped if stripped.strip() else ""
 
 
 def stop_at_newline(text: str, site: Site) -> str:
@@ -77,11 +157,17 @@ REPEATED = re.compile(r"(.{3,32}?)\1{2,}")
 
 def drop_degenerate_repetition(text: str, site: Site) -> str:
     """A piece with a letter in it, three times in a row within a line (`CARD_CARD_CARD_CA`):
-    a model looping, not code (`0, 0, 0` and `====` are code). Nothing of it is shown."""
+    a model looping, not code (`0, 0, 0` and `====` are code). The loop is cut off with what it
+    is glued to (`x_possible_max_max_max` goes whole) and the rest trimmed to its last sound
+    point as a cut-off completion would be (`foo(a) + bar_bar_bar_bar` -> `foo(a) +`; whole lines
+    before the loop's line stay). Nothing is shown when no code with a letter or digit is left."""
+    start = 0
     for line in text.split("\n"):
         for found in REPEATED.finditer(line):
             if any(c.isalpha() for c in found.group(1)):
-                return ""
+                kept = trim_cut_off(text[: start + found.start()], site)
+                return kept if any(c.isalnum() for c in kept) else ""
+        start += len(line) + 1
     return text
 
 
@@ -111,6 +197,7 @@ def drop_empty(text: str, site: Site) -> str:
 
 
 RULES: tuple[Rule, ...] = (
+    drop_repeated_whitespace,
     stop_at_newline,
     stop_at_fence_or_prose,
     stop_at_dedent,
@@ -122,16 +209,45 @@ RULES: tuple[Rule, ...] = (
 )
 MINIMAL: tuple[Rule, ...] = (stop_at_newline, trim_trailing_space, drop_empty)
 # The line after the cursor's (a suggestion that starts with a newline): it may well dedent.
+# (No drop_repeated_whitespace: the suggestion's leading newline and indentation are its own.)
 NEXT_LINE: tuple[Rule, ...] = (
     stop_at_fence_or_prose,
     drop_degenerate_repetition,
     trim_trailing_space,
     drop_empty,
 )
+CUT_OFF = "cut_off"  # the name `trim_cut_off` is reported under
+
+
+@dataclass(frozen=True)
+class Processed:
+    text: str  # what to show ("" for nothing)
+    dropped_by: str | None  # the step that emptied it (None: kept, or the model gave only space)
+    trimmed_by: tuple[str, ...]  # the steps that changed it without emptying it, in order
+
+
+def postprocess_report(
+    text: str, site: Site, rules: tuple[Rule, ...] = RULES, *, cut_off: bool
+) -> Processed:
+    """Apply `trim_cut_off` first when generation stopped at the token limit (`cut_off`), then
+    `rules` in order. A step is named by its function's name, `trim_cut_off` as "cut_off"."""
+    if not text.strip():
+        return Processed("", None, ())
+    steps: tuple[Rule, ...] = ((trim_cut_off,) if cut_off else ()) + tuple(rules)
+    trimmed: list[str] = []
+    for step in steps:
+        name = CUT_OFF if step is trim_cut_off else step.__name__
+        after = step(text, site)
+        if not after:
+            return Processed("", name, tuple(trimmed))
+        if after != text:
+            trimmed.append(name)
+        text = after
+    return Processed(text, None, tuple(trimmed))
 
 
 def postprocess(text: str, site: Site, rules: tuple[Rule, ...] = RULES) -> str:
-    return postprocess_why(text, site, rules)[0]
+    return postprocess_report(text, site, rules, cut_off=False).text
 
 
 def postprocess_why(
@@ -139,10 +255,5 @@ def postprocess_why(
 ) -> tuple[str, str | None]:
     """The text to show, and the name of the rule that dropped it when nothing is left (None
     when there was nothing to drop: the model gave no text, or only whitespace)."""
-    if not text.strip():
-        return "", None
-    for rule in rules:
-        text = rule(text, site)
-        if not text:
-            return "", rule.__name__
-    return text, None
+    report = postprocess_report(text, site, rules, cut_off=False)
+    return report.text, report.dropped_by

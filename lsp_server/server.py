@@ -9,12 +9,15 @@ check) -> handler -> InlineCompletionList.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 
 from inference.engine import EngineConfig
+from lsp_server.indexing import uri_path
 from lsp_server.positions import position_at
 from lsp_server.service import Answer, BadRequest
 from lsp_server.transport import Server, is_loopback, plain
@@ -30,24 +33,28 @@ CMD_DEBUG_DOCUMENT = "fastcomplete.debugDocument"  # the server's view of a docu
 # client -> server notification: {textDocument: {uri}, position?: {line, character}}, sent when
 # the cursor rests (debounced); the server warms the prompt there.
 DID_FOCUS = "fastcomplete/didFocus"
+# client -> server notification: {textDocument: {uri}, acceptedLength, kind: "word" | "line"}, sent
+# when the user accepts part of a suggestion (as Copilot's didPartiallyAcceptCompletion).
+DID_PARTIALLY_ACCEPT = "fastcomplete/didPartiallyAccept"
 
 
 def inline_items(uri: str, answer: Answer) -> list[types.InlineCompletionItem]:
     anchor = types.Position(answer.line, answer.character)
     return [
         types.InlineCompletionItem(
-            insert_text=answer.text,
+            insert_text=text,
             range=types.Range(start=anchor, end=anchor),  # one line, as the spec asks
-            command=accepted_command(uri, answer),
+            command=accepted_command(uri, answer, text),
         )
+        for text in answer.items
     ]
 
 
-def accepted_command(uri: str, answer: Answer) -> types.Command:
+def accepted_command(uri: str, answer: Answer, text: str) -> types.Command:
     return types.Command(
         title="fastcomplete: accepted",
         command=CMD_ACCEPTED,
-        arguments=[{"uri": uri, "model": answer.result.model_id, "chars": len(answer.text)}],
+        arguments=[{"uri": uri, "model": answer.result.model_id, "chars": len(text)}],
     )
 
 
@@ -84,6 +91,7 @@ def register(server: Server) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls: Server, params: types.InitializeParams) -> None:
         ls.service.apply_settings(params.initialization_options)
+        ls.workspace_root = workspace_root(params)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: Server, params: types.InitializedParams) -> None:
@@ -100,6 +108,16 @@ def register(server: Server) -> None:
             await ls.service.load_models(progress, observer)
 
         ls.service.spawn(load())
+        if ls.workspace_root is not None and ls.service.settings.workspaceIndex:
+            ls.service.spawn(_start_index(ls, ls.workspace_root))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: Server, params: types.DidSaveTextDocumentParams) -> None:
+        ls.service.indexer.saved(params.text_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: Server, params: types.DidChangeWatchedFilesParams) -> None:
+        ls.service.indexer.changed(change.uri for change in params.changes)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(
@@ -134,12 +152,23 @@ def register(server: Server) -> None:
             return
         ls.service.focus(uri, line, character)
 
+    @server.feature(DID_PARTIALLY_ACCEPT)
+    def did_partially_accept(ls: Server, params: Any) -> None:
+        raw = plain(params)
+        try:
+            length, kind = int(raw["acceptedLength"]), str(raw.get("kind", "word"))
+        except (KeyError, TypeError, ValueError):
+            log.warning("ignored a malformed %s notification", DID_PARTIALLY_ACCEPT)
+            return
+        ls.service.partially_accepted(kind, length)
+
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(
         ls: Server, params: types.InlineCompletionParams
     ) -> types.InlineCompletionList:
         uri, pos = params.text_document.uri, params.position
-        answer = await ls.service.complete(uri, pos.line, pos.character)
+        invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+        answer = await ls.service.complete(uri, pos.line, pos.character, invoked)
         return types.InlineCompletionList(items=inline_items(uri, answer) if answer else [])
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
@@ -149,7 +178,8 @@ def register(server: Server) -> None:
         if doc_caps is not None and doc_caps.inline_completion is not None:
             return types.CompletionList(is_incomplete=False, items=[])
         uri, pos = params.text_document.uri, params.position
-        answer = await ls.service.complete(uri, pos.line, pos.character)
+        invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+        answer = await ls.service.complete(uri, pos.line, pos.character, invoked)
         if answer is None:
             return types.CompletionList(is_incomplete=True, items=[])
         anchor = types.Position(answer.line, answer.character)
@@ -221,6 +251,48 @@ def register(server: Server) -> None:
     @server.command(CMD_ACCEPTED)
     def accepted(ls: Server, *args: Any) -> None:
         ls.service.accepted(args)
+
+
+def workspace_root(params: types.InitializeParams) -> Path | None:
+    """The folder to index: the first workspace folder, else the (deprecated) rootUri."""
+    folders = params.workspace_folders or []
+    uri = folders[0].uri if folders else params.root_uri
+    if uri is None and params.root_path:
+        return Path(params.root_path)
+    path = uri_path(uri) if uri else None
+    return path if path is not None and path.is_dir() else None
+
+
+async def _start_index(ls: Server, root: Path) -> None:
+    """Index the workspace in the background, with work-done progress when the client shows it,
+    and ask the client to report file changes (dynamic registration) to keep it current."""
+    report = await ls.progress("index", "fastcomplete: indexing the workspace")
+    loop = asyncio.get_running_loop()
+
+    def progress(message: str, percentage: int | None) -> None:  # called from the index thread
+        if report is not None:
+            loop.call_soon_threadsafe(report, message, percentage)
+
+    ls.service.indexer.start(root, progress)
+    watched = (
+        ls.client_capabilities.workspace
+        and ls.client_capabilities.workspace.did_change_watched_files
+    )
+    if watched and watched.dynamic_registration:
+        options = types.DidChangeWatchedFilesRegistrationOptions(
+            watchers=[types.FileSystemWatcher(glob_pattern="**/*")]
+        )
+        registration = types.Registration(
+            id="fastcomplete-watched-files",
+            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=options,
+        )
+        try:
+            await ls.client_register_capability_async(
+                types.RegistrationParams(registrations=[registration])
+            )
+        except Exception as exc:  # saves still keep the index current
+            log.warning("could not register for file changes: %s", exc)
 
 
 async def _pull_settings(ls: Server) -> None:

@@ -25,8 +25,10 @@ from tree_sitter import Tree
 from inference.engine import Engine, EngineConfig, EngineResult
 from inference.errors import ModelLoadError
 from inference.generate import Finish, GenerationConfig
+from inference.paths import fastcomplete_home
 from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
 from lsp_server.completion import (
+    MAX_ALTERNATIVES,
     Completion,
     CompletionPlan,
     next_line_plan,
@@ -41,6 +43,7 @@ from lsp_server.documents import (
     around_cursor,
     with_insertion,
 )
+from lsp_server.indexing import Indexer
 from lsp_server.positions import PositionError, clamp_character, offset_at, position_at
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
@@ -53,7 +56,7 @@ from lsp_server.prompts import (
 )
 from lsp_server.scheduler import Gate, LatestWins
 from lsp_server.settings import Settings, merge, remote_config
-from lsp_server.snippets import SnippetChooser
+from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
 from lsp_server.suggestions import Remembered, SuggestionMemory
 
 log = logging.getLogger(__name__)
@@ -61,7 +64,6 @@ log = logging.getLogger(__name__)
 WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
 FOCUS_WARM_DELAY_S = 0.0  # the client already waited for the cursor to rest
 LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
-SNIPPET_SHARE = 5  # at most 1/5 of the prompt budget goes to other files' snippets
 
 Notify = Callable[[str, str], None]  # (message, level: "error" | "warning" | "info")
 Status = Callable[[str, str], None]  # (state: "loading" | "ready" | "error", message)
@@ -95,6 +97,11 @@ class Answer:
     result: EngineResult
     line: int
     character: int  # where the item is anchored: a character past the line's end is its end
+    alternatives: tuple[str, ...] = ()  # every item to offer, best first; () : just `text`
+
+    @property
+    def items(self) -> tuple[str, ...]:
+        return self.alternatives or (self.text,)
 
 
 @dataclass(frozen=True)
@@ -156,7 +163,8 @@ class CompletionService:
         self.gate = Gate()
         # Model work: completions, warm-ups and one chat task can run side by side.
         self.model_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="model")
-        self.snippets = SnippetChooser(lambda: self.settings.contextTokens * 3 // SNIPPET_SHARE)
+        self.snippets = SnippetChooser(lambda: budget_chars(self.settings.contextTokens))
+        self.indexer = Indexer(fastcomplete_home() / "index")
         self.above_window = AboveWindow()
         self._shown: set[str] = set()
         self._background: set[asyncio.Task] = set()
@@ -290,6 +298,8 @@ class CompletionService:
         """Why no completion can be given in this document now, or None."""
         if not self.settings.enabled_for(snap.language_id):
             return "disabled"
+        if self.indexer.exclusions.excluded(snap.uri):
+            return "excluded"  # a secret (.env, keys) or listed in .fastcompleteignore
         if not self.models_ready.is_set() or self.engine is None:
             return "not_ready"
         if "\x00" in snap.text:
@@ -308,9 +318,12 @@ class CompletionService:
         )
         return View(*around_cursor(snap.text, line, character), None)
 
-    def plan(self, snap: Snapshot, view: View, cold_ok: bool = False) -> CompletionPlan:
+    def plan(
+        self, snap: Snapshot, view: View, cold_ok: bool = False, candidates: int = 1
+    ) -> CompletionPlan:
         """Raises PositionError. Runs on a worker thread: context, route and token ids.
-        `cold_ok`: a prompt too cold to prefill in time may be planned short (coldContext)."""
+        `cold_ok`: a prompt too cold to prefill in time may be planned short (coldContext).
+        `candidates`: how many distinct items to answer with."""
         budget = self.settings.coldPrefillMs / 1000
         return plan_for_engine(
             self.engine,
@@ -320,11 +333,16 @@ class CompletionService:
             self.settings,
             language_id=snap.language_id,
             path=prompt_path(snap.uri),
-            snippets=self.snippets.choose(snap.uri, snap.text, view.line, snap.others),
+            snippets=self.snippets.choose(snap.uri, snap.text, view.line, self._sources(snap)),
             tree=view.tree,
             above=self.above_window,
             prefill_budget_s=budget if cold_ok and self.settings.coldContext else None,
+            candidates=candidates,
         )
+
+    def _sources(self, snap: Snapshot) -> RepoSources:
+        index = self.indexer.index if self.settings.workspaceIndex else None
+        return RepoSources(snap.others, index, self.indexer.exclusions)
 
     def _plan_and_run(
         self,
@@ -333,26 +351,31 @@ class CompletionService:
         cancel: threading.Event,
         cold_ok: bool,
         ahead: bool = False,
+        candidates: int = 1,
     ) -> tuple[CompletionPlan, Completion]:
         """`ahead`: a prefetch, where the end of a line means the line after it."""
-        plan = self.plan(snap, view, cold_ok)
+        plan = self.plan(snap, view, cold_ok, candidates)
         if ahead:
             plan = next_line_plan(plan)
         lang = snap.language_id
         done = run_completion(self.engine, plan, view.text, lang, cancel=cancel, tree=view.tree)
         return plan, done
 
-    async def complete(self, uri: str, line: int, character: int) -> Answer | None:
+    async def complete(
+        self, uri: str, line: int, character: int, invoked: bool = False
+    ) -> Answer | None:
         """The completion at (line, UTF-16 character), or None (disabled, not ready, superseded,
         empty: `no_answer` counts why). Raises BadRequest for an unknown document or a position
-        outside it."""
+        outside it. `invoked`: asked for explicitly, so up to MAX_ALTERNATIVES items, ranked,
+        freshly computed (no type-through, no debounce)."""
         self.counts["requests"] += 1
+        self.counts["invoked"] += invoked
         doc = self.documents.get(uri)
         if doc is None:
             raise BadRequest(f"unknown document {uri}: send textDocument/didOpen first")
         key, version = doc.uri, doc.version
         where = f"{key}:{line}:{character}"
-        if self.settings.typeThrough and self.settings.enabled_for(doc.language_id):
+        if not invoked and self.settings.typeThrough and self.settings.enabled_for(doc.language_id):
             ahead = self._typed_through(doc.uri, doc.text, line, character)
             if ahead is not None:
                 return ahead  # no debounce, no model: the rest of what the editor shows
@@ -368,7 +391,7 @@ class CompletionService:
         self.prefetches.cancel(key)
         ticket = self.latest.begin(key)
         try:
-            await asyncio.sleep(self.settings.debounceMs / 1000)
+            await asyncio.sleep(0 if invoked else self.settings.debounceMs / 1000)
             if not self.latest.is_current(ticket) or doc.version != version:
                 self.counts["stale_dropped"] += 1
                 self.no_answer("stale", where)
@@ -385,8 +408,9 @@ class CompletionService:
                 return None
             view = self._cursor_view(snap, line, character)
             with self.gate.foreground():
+                candidates = MAX_ALTERNATIVES if invoked else 1
                 plan, done = await self.in_model_thread(
-                    self._plan_and_run, snap, view, ticket.cancel, True
+                    self._plan_and_run, snap, view, ticket.cancel, True, False, candidates
                 )
         except PositionError as exc:
             self.counts["bad_position"] += 1
@@ -468,7 +492,11 @@ class CompletionService:
         offset = offset_at(snap.text, line, character)
         shown = Remembered(snap.text[:offset], snap.text[offset:], done.text, "shown", result)
         self.memory.remember(snap.uri, shown)
-        return Answer(done.text, result, line, character)
+        self.counts["alternatives"] += max(0, len(done.alternatives) - 1)
+        self.counts["reranked"] += done.reranked
+        for step in done.trimmed_by:
+            self.counts[f"trimmed.{step}"] += 1
+        return Answer(done.text, result, line, character, done.alternatives)
 
     # -- idle work: warm-up and prefetch ---------------------------------------------------------
 
@@ -635,6 +663,7 @@ class CompletionService:
             "state": self.state[0],
             "server": {k: n for k, n in self.counts.items() if not k.startswith("empty.")},
             "emptyReasons": reasons,
+            "index": self.indexer.stats(),
             **engine,
         }
 
@@ -644,10 +673,30 @@ class CompletionService:
         if isinstance(model, str):
             self.counts[f"accepted.{model}"] += 1
 
+    def partially_accepted(self, kind: str, length: int) -> None:
+        """Part of a suggestion was accepted (a word or a line); counted locally only."""
+        kind = kind if kind in ("word", "line") else "other"
+        self.counts[f"accepted_partial.{kind}"] += 1
+        self.counts["accepted_partial_chars"] += max(0, length)
+
     def debug_document(self, args: Sequence[Any]) -> dict[str, Any]:
-        """What the server holds for a document (its text never leaves the machine)."""
-        uri = args[0].get("uri") if args and isinstance(args[0], dict) else None
+        """What the server holds for a document (its text never leaves the machine) and, given a
+        position, the prompt a completion there would get."""
+        arg = args[0] if args and isinstance(args[0], dict) else {}
+        uri = arg.get("uri")
         if not isinstance(uri, str):
-            raise BadRequest("expected arguments [{uri}]")
+            raise BadRequest("expected arguments [{uri, position?: {line, character}}]")
         snap = self.snapshot(uri)
-        return {"text": snap.text, "version": snap.version, "languageId": snap.language_id}
+        out: dict[str, Any] = {
+            "text": snap.text,
+            "version": snap.version,
+            "languageId": snap.language_id,
+        }
+        position = arg.get("position")
+        if isinstance(position, dict):
+            try:
+                view = self._cursor_view(snap, int(position["line"]), int(position["character"]))
+                out["prompt"] = self.plan(snap, view).prompt
+            except (KeyError, TypeError, ValueError, PositionError) as exc:
+                raise BadRequest(f"{uri}: a position inside the document ({exc})") from exc
+        return out

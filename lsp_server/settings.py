@@ -38,6 +38,12 @@ class Settings:
     typeThrough: bool = True
     prefetch: bool = True
     coldPrefillMs: int = 250  # the prefill a request may spend before it goes short
+    # The rest of the repository in the prompt: snippets like the code at the cursor and the
+    # definitions of names used there, from an index of the workspace (see workspace_index).
+    workspaceIndex: bool = True
+    # Rank automatic completions' candidates by the code after the cursor (an explicit request
+    # always ranks its alternatives); costs two more short generations per request.
+    suffixScoring: bool = False
 
     def enabled_for(self, language_id: str) -> bool:
         return self.enable and self.languages.get(language_id, True)
@@ -131,6 +137,8 @@ VALIDATORS = {
     "typeThrough": _bool,
     "prefetch": _bool,
     "coldPrefillMs": _int_in(10, 5000),
+    "workspaceIndex": _bool,
+    "suffixScoring": _bool,
 }
 
 

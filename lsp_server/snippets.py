@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from lsp_server.context import Snippet, prompt_path
+from lsp_server.exclusions import Exclusions
+from lsp_server.workspace_index import WorkspaceIndex
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 CHUNK_LINES = 24
@@ -55,6 +58,54 @@ def pick_snippets(
     return picked[::-1]  # the best one nearest the code
 
 
+# A name defined in the document itself needs no definition from elsewhere.
+DEFINED_HERE = (
+    r"(?:def|class|function|interface|type|struct|enum|trait|fn|func|const|let|var)\s+{}\b"
+)
+DEFINITION_SHARE = 3  # at most a third of the snippet budget goes to definitions
+REPO_SHARE = 3  # at most a third of the prompt's budget goes to other files
+CHARS_PER_TOKEN = 3
+
+
+def budget_chars(context_tokens: int) -> int:
+    """How much text other files may lend a prompt of `context_tokens` tokens."""
+    return context_tokens * CHARS_PER_TOKEN // REPO_SHARE
+
+
+@dataclass(frozen=True)
+class RepoSources:
+    """What may lend a prompt text from outside the document: other open documents (live text)
+    and the workspace index (saved files), minus what the user excluded."""
+
+    others: tuple[tuple[str, str], ...] = ()  # (uri, text)
+    index: WorkspaceIndex | None = None
+    exclusions: Exclusions | None = None
+    definitions: bool = True  # the eval's ablations switch these off one by one
+    index_snippets: bool = True
+
+
+def definition_snippets(
+    index: WorkspaceIndex, query: str, document: str, skip: set[str], budget_chars: int
+) -> list[Snippet]:
+    """Signatures and doc lines of the names `query` uses that the document does not define,
+    grouped per file, as the prompt quotes other files."""
+    names = [
+        n
+        for n in dict.fromkeys(IDENT.findall(query))
+        if not re.search(DEFINED_HERE.format(re.escape(n)), document)
+    ]
+    by_path: dict[str, list[str]] = {}
+    used = 0
+    for found in index.definitions(names, skip=skip):
+        lines = [found.signature] + ([f"    {found.doc}"] if found.doc else [])
+        cost = sum(len(r) + 1 for r in lines)
+        if used + cost > budget_chars:
+            continue
+        used += cost
+        by_path.setdefault(found.path, []).extend(lines)
+    return [Snippet(path, "\n".join(rows)) for path, rows in by_path.items()]
+
+
 class SnippetChooser:
     """Snippets for a cursor, chosen once per block of lines around it so that the prompt's start
     stays put while the user types (KV reuse). Called from worker threads."""
@@ -66,21 +117,46 @@ class SnippetChooser:
         self._chosen: dict[tuple, list[Snippet]] = {}
         self._lock = threading.Lock()
 
-    def choose(
-        self, uri: str, text: str, line: int, others: tuple[tuple[str, str], ...]
-    ) -> list[Snippet]:
-        """`others`: (uri, text) of the other documents that may lend snippets."""
-        if not others:
+    def choose(self, uri: str, text: str, line: int, sources: RepoSources) -> list[Snippet]:
+        index = sources.index
+        excluded = sources.exclusions.excluded if sources.exclusions else (lambda _: False)
+        others = tuple((u, t) for u, t in sources.others if not excluded(u))
+        if not others and index is None:
             return []
         block = line // self.BLOCK_LINES
-        key = (uri, block, tuple((u, hash(t)) for u, t in others))
+        key = (
+            uri,
+            block,
+            tuple((u, hash(t)) for u, t in others),
+            index.version if index is not None else None,
+            sources.definitions,
+            sources.index_snippets,
+        )
         with self._lock:
             if key in self._chosen:
                 return self._chosen[key]
         start = block * self.BLOCK_LINES
         query = "\n".join(text.split("\n")[start : start + self.BLOCK_LINES])
-        sources = {prompt_path(u): t for u, t in others}
-        picked = pick_snippets(query, sources, self.budget_chars())
+        budget = self.budget_chars()
+        picked: list[Snippet] = []
+        if index is not None:
+            # Open documents lend their live text below; their saved copies would repeat it
+            # (or, for this document, quote the line being written).
+            skip = {r for u, _ in (*others, (uri, text)) if (r := index.relative(u))}
+            if sources.definitions:
+                defs = definition_snippets(index, query, text, skip, budget // DEFINITION_SHARE)
+                budget -= sum(len(d.path) + len(d.text) for d in defs)
+                picked.extend(defs)
+            if sources.index_snippets:
+                found = index.search(
+                    query, budget_chars=budget // 2 if others else budget, skip=skip
+                )
+                budget -= sum(len(f.path) + len(f.text) for f in found)
+                picked = found + picked  # definitions nearest the code
+        if others:
+            open_docs = {prompt_path(u): t for u, t in others}
+            top = 1 if index is not None else 2
+            picked = pick_snippets(query, open_docs, budget, top) + picked
         with self._lock:
             if len(self._chosen) > 64:
                 self._chosen.clear()

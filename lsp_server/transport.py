@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
@@ -220,6 +221,7 @@ class Server(LanguageServer):
     def __init__(self, engine_config: EngineConfig | None = None) -> None:
         super().__init__("fastcomplete", __version__, protocol_cls=Protocol, max_workers=4)
         self.service = CompletionService(self.show, engine_config, self.send_status)
+        self.workspace_root: Path | None = None  # from initialize: the folder to index
         self.command_cancels: dict[Any, threading.Event] = {}
         self.exporter: Any = None  # a PrometheusExporter when --metrics-port is given
         self._connected = False

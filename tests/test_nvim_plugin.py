@@ -1,8 +1,10 @@
 """The Neovim plugin (editors/nvim) in a real headless Neovim 0.12: setup, suggest, accept,
-toggle fast mode, explain into a floating window, health check, cursor focus, server status."""
+accept a word or a line, ask with triggerKind Invoked and cycle through the alternatives, toggle
+fast mode, explain into a floating window, health check, cursor focus, server status."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -59,6 +61,51 @@ vim.api.nvim_create_autocmd('User', {pattern = 'FastcompleteStatus', callback = 
 end})
 """
 STATUSLINE = "return require('fastcomplete').statusline()"
+# The triggerKind of every inline completion request (Neovim's own and the plugin's) and the
+# partial accepts the plugin reports, kept in _G.kinds and _G.partial.
+RECORD_SENT = """
+_G.kinds, _G.partial = {}, {}
+local fastcomplete = require('fastcomplete')
+local client = fastcomplete.client()
+local request, notify = client.request, client.notify
+client.request = function(self, method, params, ...)
+  if method == 'textDocument/inlineCompletion' then
+    table.insert(_G.kinds, params.context.triggerKind)
+  end
+  return request(self, method, params, ...)
+end
+client.notify = function(self, method, params)
+  if method == fastcomplete.partial_accept_method then table.insert(_G.partial, params) end
+  return notify(self, method, params)
+end
+"""
+# The shown suggestion as lines (its first line from the cursor on), and the "(i/n)" hint Neovim
+# adds while cycling.
+GHOST_PARTS = """
+local ns = vim.api.nvim_create_namespace('nvim.lsp.inline_completion')
+local lines, hint = {}, ''
+local function add(chunks)
+  local text = {}
+  for _, chunk in ipairs(chunks) do
+    if chunk[2] == 'ComplHintMore' then hint = chunk[1] else table.insert(text, chunk[1]) end
+  end
+  table.insert(lines, table.concat(text))
+end
+for _, m in ipairs(vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {details = true})) do
+  add(m[4].virt_text or {})
+  for _, chunks in ipairs(m[4].virt_lines or {}) do add(chunks) end
+end
+return {lines = lines, hint = hint}
+"""
+HIDE = """
+vim.api.nvim_buf_clear_namespace(0, vim.api.nvim_create_namespace('nvim.lsp.inline_completion'), 0, -1)
+"""
+# Where the models answer with more than one word on one line, and with several lines.
+RETURN_TEXT = (
+    'import math\n\n\ndef circle_area(radius: float) -> float:\n    """Area of a circle."""\n'
+    "    return "
+)
+INIT_TEXT = "class Point:\n    def __init__(self, x, y):"
 
 
 def _editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: Path):
@@ -211,3 +258,117 @@ def test_statusline_tells_of_a_server_without_models(modelless_nvim, tmp_path: P
     assert status["state"] == "error"
     assert "fast model" in status["message"] and "no-such-model" in status["message"]
     assert modelless_nvim.exec_lua("return _G.states")[-1] == "error"
+
+
+def _suggested(nvim, check=lambda parts: True) -> dict:
+    """The shown suggestion ({lines, hint}) once there is one that passes `check`."""
+    try:
+        return wait_for(
+            lambda: (p := nvim.exec_lua(GHOST_PARTS))["lines"] and check(p) and p, timeout=30
+        )
+    except TimeoutError as exc:  # say why the server showed nothing
+        stats = nvim.exec_lua(STATS) or {}
+        reasons = (stats.get("emptyReasons"), stats.get("server"), nvim.exec_lua(GHOST_PARTS))
+        raise AssertionError(f"no suggestion: {reasons}") from exc
+
+
+def _server_counts(nvim) -> dict:
+    return (nvim.exec_lua(STATS) or {}).get("server", {})
+
+
+def test_accept_word_inserts_the_next_word_and_keeps_the_rest(nvim, tmp_path: Path) -> None:
+    uri = _open(nvim, tmp_path, RETURN_TEXT).as_uri()
+    nvim.exec_lua(RECORD_SENT)
+    nvim.command("normal! G$")
+    nvim.input("a")
+    (ghost,) = _suggested(nvim)["lines"]
+    before = nvim.current.buffer[-1]
+    word = re.match(r"\W*\w*", ghost).group()
+    assert word and word != ghost, f"the test needs a suggestion of several words: {ghost!r}"
+    typed_through = _server_counts(nvim).get("type_through", 0)
+
+    nvim.input("<M-Right>")  # the plugin's accept_word_key
+    wait_for(lambda: nvim.current.buffer[-1] == before + word, timeout=10)
+    rest = ghost[len(word) :]
+    wait_for(lambda: nvim.exec_lua(GHOST_PARTS)["lines"] == [rest], timeout=10)  # at once
+    # The cursor's move brings a request: the server answers it from the suggestion it showed.
+    wait_for(lambda: _server_counts(nvim).get("type_through", 0) > typed_through, timeout=30)
+    assert nvim.exec_lua(GHOST_PARTS)["lines"] == [rest]
+    partial = {"textDocument": {"uri": uri}, "acceptedLength": len(word), "kind": "word"}
+    assert nvim.exec_lua("return _G.partial") == [partial]
+    assert "accepted" not in _server_counts(nvim)  # the server ignored the notification
+
+    nvim.input("<Tab>")  # the rest, as a whole: the server counts the accept
+    wait_for(lambda: nvim.current.buffer[-1] == before + ghost, timeout=10)
+    wait_for(lambda: _server_counts(nvim).get("accepted") == 1, timeout=10)
+
+
+def test_accept_line_inserts_the_rest_of_the_line_only(nvim, tmp_path: Path) -> None:
+    _open(nvim, tmp_path, INIT_TEXT)
+    nvim.exec_lua(RECORD_SENT)
+    nvim.command("normal! G$")
+    nvim.input("a")
+    lines = _suggested(nvim)[
+        "lines"
+    ]  # it starts on the line below: ['', '        self.x = x', ...]
+    assert len(lines) >= 3 and lines[0] == "", f"the test needs 2 lines or more below: {lines!r}"
+    indent = re.match(r"\s*", lines[1]).group()
+
+    nvim.input("<M-Right>")  # a word at the end of the line: the line break and the indentation
+    wait_for(lambda: nvim.current.buffer[-1] == indent, timeout=10)
+    wait_for(lambda: nvim.exec_lua(GHOST_PARTS)["lines"] == [lines[1][len(indent) :], *lines[2:]])
+    nvim.input("<M-C-Right>")  # the plugin's accept_line_key: the rest of this line, no more
+    wait_for(lambda: nvim.current.buffer[-1] == lines[1], timeout=10)
+    wait_for(lambda: nvim.exec_lua(GHOST_PARTS)["lines"] == ["", *lines[2:]], timeout=10)
+    assert len(nvim.current.buffer) == 3
+    sent = nvim.exec_lua("return _G.partial")
+    assert [(p["kind"], p["acceptedLength"]) for p in sent] == [
+        ("word", 1 + len(indent)),
+        ("line", len(lines[1]) - len(indent)),
+    ]
+    nvim.input("<M-C-Right>")  # the line break and the next line
+    wait_for(lambda: nvim.current.buffer[-1] == lines[2], timeout=10)
+
+
+def test_suggest_key_asks_with_trigger_kind_invoked(nvim, tmp_path: Path) -> None:
+    _open(nvim, tmp_path, RETURN_TEXT)
+    nvim.exec_lua(RECORD_SENT)
+    nvim.command("normal! G$")
+    nvim.input("a")
+    _suggested(nvim)
+    assert set(nvim.exec_lua("return _G.kinds")) == {2}  # Neovim's own requests: Automatic
+    # The statusline: the mode, and how long the shown completion took.
+    wait_for(lambda: re.fullmatch(r"fastcomplete: fast \d+ ms", nvim.exec_lua(STATUSLINE)), 10)
+
+    nvim.exec_lua("_G.kinds = {}")
+    nvim.exec_lua(HIDE)  # what is shown now came from an Automatic request
+    nvim.input("<M-\\>")  # the plugin's suggest_key
+    wait_for(lambda: nvim.exec_lua("return _G.kinds") == [1], timeout=10)
+    _suggested(nvim)  # the answer, shown by Neovim's own inline completion
+    assert nvim.exec_lua("return require('fastcomplete').count()") >= 1
+
+
+def test_cycling_shows_the_other_alternatives(nvim, tmp_path: Path) -> None:
+    _open(nvim, tmp_path, RETURN_TEXT)
+    nvim.command("normal! G$")
+    nvim.input("a")
+    (first,) = _suggested(nvim)["lines"]
+    last = len(nvim.current.buffer) - 1  # the line the suggestion goes on
+
+    nvim.input("<M-]>")  # one known: it asks for the alternatives (Invoked), then moves on
+    second = _suggested(nvim, lambda p: p["hint"].startswith(" (2/"))
+    count = int(re.fullmatch(r" \(2/(\d+)\)", second["hint"]).group(1))
+    assert count >= 2 and second["lines"] != [first]
+    assert nvim.exec_lua("return require('fastcomplete').count()") == count
+    nvim.input("<M-[>")
+    back = _suggested(nvim, lambda p: p["hint"] == f" (1/{count})")
+    assert back["lines"] != second["lines"]
+    nvim.input("<M-[>")  # wraps around to the last
+    _suggested(nvim, lambda p: p["hint"] == f" ({count}/{count})")
+    for _ in range(count - 2):
+        nvim.input("<M-[>")
+    _suggested(nvim, lambda p: p["hint"] == f" (2/{count})")
+    before = nvim.current.buffer[last]
+    nvim.input("<Tab>")  # accepts the one shown
+    accepted = before + "\n".join(second["lines"])
+    wait_for(lambda: "\n".join(nvim.current.buffer[last:]) == accepted, timeout=10)

@@ -43,7 +43,10 @@ def model_options(root: Path, **extra: Any) -> dict[str, Any]:
     }
 
 
-async def start(client: LanguageClient, options: dict[str, Any], caps=None) -> None:
+async def start(
+    client: LanguageClient, options: dict[str, Any], caps=None, root: Path | None = None
+) -> None:
+    """Initialize the session; `root`: the workspace folder the editor has open."""
     applied: list[types.ApplyWorkspaceEditParams] = []
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)
@@ -59,8 +62,14 @@ async def start(client: LanguageClient, options: dict[str, Any], caps=None) -> N
         statuses.append(params._asdict() if hasattr(params, "_asdict") else params)
 
     client.statuses = statuses  # type: ignore[attr-defined]
+    folders = [types.WorkspaceFolder(uri=root.as_uri(), name=root.name)] if root else None
     client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
-        types.InitializeParams(capabilities=caps or capabilities(), initialization_options=options)
+        types.InitializeParams(
+            capabilities=caps or capabilities(),
+            initialization_options=options,
+            root_uri=root.as_uri() if root else None,
+            workspace_folders=folders,
+        )
     )
 
 
@@ -104,13 +113,16 @@ def insert(client: LanguageClient, uri: str, version: int, line: int, char: int,
     )
 
 
-async def inline(client: LanguageClient, uri: str, line: int, char: int):
+async def inline(client: LanguageClient, uri: str, line: int, char: int, invoked: bool = False):
+    """An inline completion request, as the editor sends while typing (or, `invoked`, when the
+    user asks for one)."""
+    kind = types.InlineCompletionTriggerKind
     return await client.text_document_inline_completion_async(
         types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
             position=types.Position(line, char),
             context=types.InlineCompletionContext(
-                trigger_kind=types.InlineCompletionTriggerKind.Automatic
+                trigger_kind=kind.Invoked if invoked else kind.Automatic
             ),
         )
     )
