@@ -178,8 +178,7 @@ def register(server: Server) -> None:
         if doc_caps is not None and doc_caps.inline_completion is not None:
             return types.CompletionList(is_incomplete=False, items=[])
         uri, pos = params.text_document.uri, params.position
-        invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        answer = await ls.service.complete(uri, pos.line, pos.character, invoked)
+        answer = await ls.service.complete(uri, pos.line, pos.character)
         if answer is None:
             return types.CompletionList(is_incomplete=True, items=[])
         anchor = types.Position(answer.line, answer.character)
@@ -189,7 +188,7 @@ def register(server: Server) -> None:
             detail=f"fastcomplete ({answer.result.variant})",
             insert_text_format=types.InsertTextFormat.PlainText,
             text_edit=types.TextEdit(range=types.Range(anchor, anchor), new_text=answer.text),
-            command=accepted_command(uri, answer),
+            command=accepted_command(uri, answer, answer.text),
             sort_text="0",
         )
         return types.CompletionList(is_incomplete=True, items=[item])
