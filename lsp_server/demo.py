@@ -89,8 +89,10 @@ class DemoClient(LanguageClient):
             types.InlineCompletionParams(
                 text_document=types.TextDocumentIdentifier(uri=SAMPLE_URI),
                 position=types.Position(line, character),
+                # As an editor asks while typing (an Invoked request would get alternatives,
+                # freshly computed, instead of the suggestion the server remembers).
                 context=types.InlineCompletionContext(
-                    trigger_kind=types.InlineCompletionTriggerKind.Invoked
+                    trigger_kind=types.InlineCompletionTriggerKind.Automatic
                 ),
             )
         )

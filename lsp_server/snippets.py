@@ -1,8 +1,10 @@
-"""Snippets from other recently used files that resemble the code being written.
+"""What other files lend a prompt: snippets that resemble the code being written, and the
+definitions of the names it uses.
 
-Like Copilot's neighbouring tabs and Continue's recently edited files: split each other file into
-line chunks, score them by identifier overlap (Jaccard) with the text near the cursor, keep the
-best few within a character budget, deduplicated.
+From the workspace index (BM25 windows of the repository's saved files, definitions read with
+tree-sitter) and, like Copilot's neighbouring tabs and Continue's recently edited files, from the
+other open documents' live text: split into line chunks, scored by identifier overlap (Jaccard)
+with the block of the cursor, the best kept within a character budget. Chosen once per block.
 """
 
 from __future__ import annotations
