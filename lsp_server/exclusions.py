@@ -8,6 +8,7 @@ vendored code), but an open document that git ignores is still completed.
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import re
@@ -17,6 +18,8 @@ from pathlib import Path, PurePath
 from urllib.parse import unquote, urlsplit
 
 from pathspec import GitIgnoreSpec
+
+log = logging.getLogger(__name__)
 
 IGNORE_FILE = ".fastcompleteignore"
 # gitignore syntax. Dotfiles and key formats that hold credentials; names that say "secret" or
@@ -129,13 +132,15 @@ class Exclusions:
         self._excludes = self._defaults
         self._git_specs: dict[str, GitIgnoreSpec | None] = {}
         self._dir_ignored: dict[str, bool] = {}
+        self.problems: list[str] = []  # ignore-file lines that are not valid patterns (skipped)
         self.reload()
 
     def reload(self) -> None:
         """Read the ignore files again (one of them changed)."""
         lines: list[str] = []
+        self.problems = []
         if self.root is not None:
-            lines = _read_lines(self.root / IGNORE_FILE)
+            lines = self._valid(_read_lines(self.root / IGNORE_FILE), IGNORE_FILE)
         # One spec: a later `!pattern` of the user's re-includes what a default excludes.
         excludes = GitIgnoreSpec.from_lines([*DEFAULT_EXCLUDES, *lines])
         with self._lock:
@@ -208,10 +213,31 @@ class Exclusions:
         if not folder:
             # .gitignore after info/exclude: the later pattern wins within one spec.
             lines = _read_lines(base / ".git" / "info" / "exclude") + lines
+        lines = self._valid(lines, f"{folder}/.gitignore".lstrip("/"))
         spec = GitIgnoreSpec.from_lines(lines) if lines else None
         with self._lock:
             self._git_specs[folder] = spec
         return spec
+
+    def _valid(self, lines: list[str], source: str) -> list[str]:
+        """The lines that are patterns; a bad one (`!` alone, `[z-a]`) is skipped and reported
+        rather than losing the whole file."""
+        try:
+            GitIgnoreSpec.from_lines(lines)
+            return lines
+        except Exception:  # pathspec raises its own error types and re.error
+            pass
+        kept = []
+        for number, line in enumerate(lines, 1):
+            try:
+                GitIgnoreSpec.from_lines([line])
+            except Exception:
+                problem = f"{source}:{number}: not a valid pattern ({line!r}), skipped"
+                log.warning("%s", problem)
+                self.problems.append(problem)
+                continue
+            kept.append(line)
+        return kept
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -157,8 +157,9 @@ def register(server: Server) -> None:
         raw = plain(params)
         try:
             length, kind = int(raw["acceptedLength"]), str(raw.get("kind", "word"))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError):  # a notification has no response to carry it
             log.warning("ignored a malformed %s notification", DID_PARTIALLY_ACCEPT)
+            ls.tell_once(f"fastcomplete ignored a malformed {DID_PARTIALLY_ACCEPT} notification")
             return
         ls.service.partially_accepted(kind, length)
 
@@ -273,6 +274,8 @@ async def _start_index(ls: Server, root: Path) -> None:
             loop.call_soon_threadsafe(report, message, percentage)
 
     ls.service.indexer.start(root, progress)
+    for problem in ls.service.indexer.exclusions.problems:
+        ls.service.tell_once(f"fastcomplete: {problem}")
     watched = (
         ls.client_capabilities.workspace
         and ls.client_capabilities.workspace.did_change_watched_files

@@ -162,3 +162,17 @@ def test_paths_outside_the_root_are_never_ignored(tmp_path: Path) -> None:
     assert exclusions.ignored(tmp_path / "root" / "a.py")
     assert not exclusions.ignored(tmp_path / "other" / "a.py")
     assert not Exclusions(None).ignored(tmp_path / "root" / "a.py")
+
+
+def test_a_bad_pattern_is_skipped_and_reported_not_fatal(tmp_path: Path) -> None:
+    write(tmp_path / ".fastcompleteignore", "vendor/\n!\n[z-a].py\n*.generated.ts\n")
+    write(tmp_path / ".gitignore", "build/\n\\\n")  # a lone backslash
+    exclusions = Exclusions(tmp_path)
+    assert exclusions.excluded(tmp_path / "vendor" / "lib.py")
+    assert exclusions.excluded(tmp_path / "api.generated.ts")
+    assert exclusions.ignored(tmp_path / "build" / "x.py")
+    assert [p.split(":")[:2] for p in exclusions.problems] == [
+        [".fastcompleteignore", "2"],
+        [".fastcompleteignore", "3"],
+        [".gitignore", "2"],
+    ]

@@ -173,3 +173,23 @@ async def test_an_explicit_request_gets_distinct_alternatives(client: LanguageCl
     stats = await command(client, "fastcomplete.stats")
     assert stats["server"]["invoked"] == 1
     assert stats["server"]["alternatives"] == len(texts) - 1
+
+
+@pytest.mark.asyncio
+async def test_partial_acceptance_is_counted_and_a_malformed_report_is_told(
+    client: LanguageClient,
+) -> None:
+    uri = (ROOT / "main.py").as_uri()
+    method = "fastcomplete/didPartiallyAccept"
+    client.protocol.notify(
+        method, {"textDocument": {"uri": uri}, "acceptedLength": 5, "kind": "word"}
+    )
+    client.protocol.notify(method, {"textDocument": {"uri": uri}, "kind": "line"})
+    for _ in range(100):
+        stats = await command(client, "fastcomplete.stats")
+        if stats["server"].get("accepted_partial.word"):
+            break
+        await asyncio.sleep(0.05)
+    assert stats["server"]["accepted_partial.word"] == 1
+    assert stats["server"]["accepted_partial_chars"] == 5
+    assert any(method in m.message for m in client.messages)
