@@ -205,37 +205,3 @@ def test_real_models_are_built_and_valid(real_model: Path) -> None:
     assert standard.chat_template and "<|im_start|>" in standard.chat_template
     chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     assert render_chat(standard.chat_template, chat).endswith("<|im_start|>assistant\n")
-
-
-CODE_SAMPLES = (
-    "def f(x):\n    return x",
-    "    if n == 0:\n        return 1",
-    "# café ünïcode 日本\nx = {'a' : [1 , 2]}",
-)
-
-
-def _hf_tokenizer_agrees(hf: Path) -> None:
-    """The folder's tokenizer reads the same through `tokenizers` and transformers (as vLLM
-    and other consumers load it): same ids, exact round trips."""
-    from tokenizers import Tokenizer
-    from transformers import AutoTokenizer
-
-    config = json.loads((hf / "tokenizer_config.json").read_text())
-    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
-    raw = Tokenizer.from_file(str(hf / "tokenizer.json"))
-    auto = AutoTokenizer.from_pretrained(hf)
-    for text in CODE_SAMPLES:
-        ids = raw.encode(text, add_special_tokens=False).ids
-        assert auto(text, add_special_tokens=False)["input_ids"] == ids
-        assert auto.decode(ids) == text
-        assert raw.decode(ids) == text
-    spm = hf / "tokenizer.model"
-    assert not spm.exists() or spm.read_bytes()[:4] != b"GGUF"
-
-
-def test_the_tiny_hf_folder_reads_the_same_everywhere(tiny_model: Path) -> None:
-    _hf_tokenizer_agrees(tiny_model / "hf")
-
-
-def test_the_real_hf_folder_reads_the_same_everywhere(real_model: Path) -> None:
-    _hf_tokenizer_agrees(real_model / "hf")
