@@ -46,9 +46,14 @@ test: models vscode
 vscode: models
 	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
 
-# Both editor clients (the Neovim ones are pytest tests driving a real headless Neovim).
+# Both editor clients, each in the real editor: VS Code through code-server and headless Chromium
+# (installed once into $FASTCOMPLETE_HOME/code-server by editors/vscode/e2e/install.sh), Neovim
+# headless. Screenshots of the VS Code run land in build/vscode-e2e/.
 editors: vscode
-	$(BIN)/python -m pytest tests/test_nvim_plugin.py tests/test_neovim.py $(PYTEST_ARGS)
+	$(BIN)/python -m pip install --quiet -e '.[editors]'
+	code_server=$$(bash editors/vscode/e2e/install.sh | tail -n 1) && \
+	FASTCOMPLETE_CODE_SERVER=$$code_server $(BIN)/python -m pytest \
+		tests/test_vscode_real.py tests/test_nvim_plugin.py tests/test_neovim.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

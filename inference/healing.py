@@ -9,6 +9,10 @@ a space to the token after it (" +" is one token), so a prompt ending in a lone 
 rare in training and the model answers with a second space (" + b" after "a ": "a  + b"). Backing
 off the trailing space token(s) and constraining the output to start with them lets the model
 pick " +" itself.
+
+Indentation is the same story: "\n    " is one token, but in training "\n    return" is "\n   "
+then " return", so a prompt ending in the whole indentation token gets " return" (one space too
+many on every new line). Backing off the indentation token lets the model re-spell it.
 """
 
 from __future__ import annotations
@@ -59,21 +63,31 @@ class VocabIndex:
 
 
 HORIZONTAL_SPACE = " \t"
+MAX_INDENT_CHARS = 41  # a line break and 40 columns of indentation
 
 
 def heal(ids: list[int], tokenizer: Tokenizer, max_chars: int = 12) -> Healed:
     """Back off the last token when it ends inside a word (letters, digits, underscore), or the
-    trailing tokens made only of spaces and tabs when code comes before them on their line (not
-    indentation: a run after a newline is left alone). `max_chars` bounds what is backed off."""
+    trailing tokens made only of spaces and tabs when code comes before them on their line, or a
+    last token that is a line break and indentation. `max_chars` bounds what is backed off (a
+    word or typed spaces; indentation has its own bound)."""
     if len(ids) < 2:
         return Healed(ids, "")
     last = tokenizer.token_text(ids[-1])
+    if _is_indentation(last):
+        return Healed(ids[:-1], last) if len(last) <= MAX_INDENT_CHARS else Healed(ids, "")
     if last and not last.strip(HORIZONTAL_SPACE):
         return _heal_space(ids, tokenizer, max_chars)
     word = last.lstrip()
     if not word or len(last) > max_chars or not (word[-1].isalnum() or word[-1] == "_"):
         return Healed(ids, "")
     return Healed(ids[:-1], last)
+
+
+def _is_indentation(text: str) -> bool:
+    """A line break followed by spaces or tabs, in one token ("\n    ")."""
+    head, brk, indent = text.rpartition("\n")
+    return bool(brk) and not head.strip() and bool(indent) and not indent.strip(HORIZONTAL_SPACE)
 
 
 def _heal_space(ids: list[int], tokenizer: Tokenizer, max_chars: int) -> Healed:

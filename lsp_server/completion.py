@@ -174,13 +174,14 @@ def plan_completion(
     )
     inside_word = bool(line_prefix) and (line_prefix[-1].isalnum() or line_prefix[-1] == "_")
     after_space = line_prefix.endswith((" ", "\t")) and bool(line_prefix.strip())
+    indented = bool(line_prefix) and not line_prefix.strip()
     config = GenerationConfig(
         max_new_tokens=settings.maxTokens,
         stop_at_newline=single,
         stop_strings=() if single else ("\n\n\n",),
         deadline_s=SINGLE_LINE_DEADLINE_S if single else MULTI_LINE_DEADLINE_S,
         draft_tokens=DRAFT_TOKENS,
-        heal=options.heal and (inside_word or after_space),
+        heal=options.heal and (inside_word or after_space or indented),
         stop_looping=True,
     )
     # A FIM prompt already holds the code after the cursor.

@@ -9,7 +9,7 @@ while the event loop applies later edits (to a copy of the tree, never to a snap
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
@@ -86,6 +86,8 @@ class Documents:
     def __init__(self) -> None:
         self._docs: dict[str, Document] = {}
         self._recent: OrderedDict[str, None] = OrderedDict()  # most recently used last
+        # Told of each edit as (uri, start, end, inserted length), in the text before it.
+        self.on_edit: Callable[[str, int, int, int], None] | None = None
 
     @staticmethod
     def key(uri: str) -> str:
@@ -113,6 +115,8 @@ class Documents:
             return None
         for change in changes:
             start, end = change_span(doc.text, change)
+            if self.on_edit is not None:
+                self.on_edit(doc.uri, start, end, len(change.text))
             new = "".join((doc.text[:start], change.text, doc.text[end:]))
             if not isinstance(change, types.TextDocumentContentChangePartial):
                 doc.stale = True
@@ -161,27 +165,36 @@ class Documents:
 
 
 def insert_parsed(
-    text: str, tree: Tree | None, offset: int, inserted: str, language_id: str
+    text: str,
+    tree: Tree | None,
+    offset: int,
+    inserted: str,
+    language_id: str,
+    end: int | None = None,
 ) -> tuple[str, Tree | None]:
-    """`text` with `inserted` at `offset`, and its tree: `tree` edited and parsed incrementally
-    (parsed whole when no tree is given; None without a grammar)."""
-    after = text[:offset] + inserted + text[offset:]
+    """`text` with `inserted` at `offset` (in place of [offset, end) when `end` is given), and its
+    tree: `tree` edited and parsed incrementally (parsed whole when no tree is given; None
+    without a grammar)."""
+    end = offset if end is None else end
+    after = text[:offset] + inserted + text[end:]
     parser = parser_for(language_id)
     if parser is None:
         return after, None
     if tree is None:
         return after, parser.parse(after.encode("utf-8"))
     edited = tree.copy()
-    edit_tree(edited, text, offset, offset, inserted)
+    edit_tree(edited, text, offset, end, inserted)
     return after, parser.parse(after.encode("utf-8"), edited)
 
 
-def with_insertion(snap: Snapshot, offset: int, inserted: str) -> Snapshot:
-    """The snapshot as it would be with `inserted` typed at `offset` (for work ahead of the
-    user, such as the suggestion after an accepted one)."""
+def with_insertion(snap: Snapshot, offset: int, inserted: str, end: int | None = None) -> Snapshot:
+    """The snapshot as it would be with `inserted` typed at `offset` (over [offset, end) when
+    `end` is given), for work ahead of the user: the suggestion after an accepted one, or after
+    the item selected in the editor's suggest widget."""
+    end = offset if end is None else end
     if snap.tree is None:  # no grammar, or too large to keep a tree for
-        return replace(snap, text=snap.text[:offset] + inserted + snap.text[offset:])
-    text, tree = insert_parsed(snap.text, snap.tree, offset, inserted, snap.language_id)
+        return replace(snap, text=snap.text[:offset] + inserted + snap.text[end:])
+    text, tree = insert_parsed(snap.text, snap.tree, offset, inserted, snap.language_id, end)
     return replace(snap, text=text, tree=tree)
 
 

@@ -19,7 +19,7 @@ from lsprotocol import types
 from inference.engine import EngineConfig
 from lsp_server.indexing import uri_path
 from lsp_server.positions import position_at
-from lsp_server.service import Answer, BadRequest
+from lsp_server.service import Answer, BadRequest, Selected
 from lsp_server.transport import Server, is_loopback, plain
 
 log = logging.getLogger(__name__)
@@ -33,29 +33,59 @@ CMD_DEBUG_DOCUMENT = "fastcomplete.debugDocument"  # the server's view of a docu
 # client -> server notification: {textDocument: {uri}, position?: {line, character}}, sent when
 # the cursor rests (debounced); the server warms the prompt there.
 DID_FOCUS = "fastcomplete/didFocus"
-# client -> server notification: {textDocument: {uri}, acceptedLength, kind: "word" | "line"}, sent
-# when the user accepts part of a suggestion (as Copilot's didPartiallyAcceptCompletion).
+# client -> server notification: {textDocument: {uri}, acceptedLength, kind: "word" | "line",
+# position?, text?}, sent when the user accepts part of a suggestion (as Copilot's
+# didPartiallyAcceptCompletion); with where the accepted part starts and what it is, its
+# retention is watched too.
 DID_PARTIALLY_ACCEPT = "fastcomplete/didPartiallyAccept"
 
 
-def inline_items(uri: str, answer: Answer) -> list[types.InlineCompletionItem]:
-    anchor = types.Position(answer.line, answer.character)
+def inline_items(
+    uri: str, answer: Answer, selected: types.SelectedCompletionInfo | None = None
+) -> list[types.InlineCompletionItem]:
+    """The answer as items. After a suggest widget's selected item, each item replaces that
+    item's range and starts with its text (else the editor does not show it)."""
+    prefix, rng = "", types.Range(*(types.Position(answer.line, answer.character),) * 2)
+    if selected is not None:
+        prefix, rng = selected.text, selected.range
     return [
         types.InlineCompletionItem(
-            insert_text=text,
-            range=types.Range(start=anchor, end=anchor),  # one line, as the spec asks
-            command=accepted_command(uri, answer, text),
+            insert_text=prefix + text,
+            range=rng,  # one line, as the spec asks
+            command=accepted_command(uri, answer, prefix + text, rng.start),
         )
         for text in answer.items
     ]
 
 
-def accepted_command(uri: str, answer: Answer, text: str) -> types.Command:
+def accepted_command(
+    uri: str, answer: Answer, text: str, start: types.Position | None = None
+) -> types.Command:
+    """Run by the editor when the whole item is accepted: counted, and where and what it put
+    in the document is watched for retention."""
+    start = start or types.Position(answer.line, answer.character)
     return types.Command(
         title="fastcomplete: accepted",
         command=CMD_ACCEPTED,
-        arguments=[{"uri": uri, "model": answer.result.model_id, "chars": len(text)}],
+        arguments=[
+            {
+                "uri": uri,
+                "model": answer.result.model_id,
+                "chars": len(text),
+                "line": start.line,
+                "character": start.character,
+                "text": text,
+            }
+        ],
     )
+
+
+def selected_item(params: types.InlineCompletionParams) -> Selected | None:
+    info = params.context.selected_completion_info
+    if info is None:
+        return None
+    rng = info.range
+    return Selected(rng.start.line, rng.start.character, rng.end.line, rng.end.character, info.text)
 
 
 def focus_params(params: Any) -> tuple[str, int | None, int | None]:
@@ -161,7 +191,12 @@ def register(server: Server) -> None:
             log.warning("ignored a malformed %s notification", DID_PARTIALLY_ACCEPT)
             ls.tell_once(f"fastcomplete ignored a malformed {DID_PARTIALLY_ACCEPT} notification")
             return
-        ls.service.partially_accepted(kind, length)
+        position, doc = raw.get("position"), raw.get("textDocument")
+        position = position if isinstance(position, dict) else {}
+        uri = doc.get("uri") if isinstance(doc, dict) else None
+        ls.service.partially_accepted(
+            kind, length, uri, position.get("line"), position.get("character"), raw.get("text")
+        )
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(
@@ -169,8 +204,10 @@ def register(server: Server) -> None:
     ) -> types.InlineCompletionList:
         uri, pos = params.text_document.uri, params.position
         invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        answer = await ls.service.complete(uri, pos.line, pos.character, invoked)
-        return types.InlineCompletionList(items=inline_items(uri, answer) if answer else [])
+        selected = selected_item(params)
+        answer = await ls.service.complete(uri, pos.line, pos.character, invoked, selected)
+        items = inline_items(uri, answer, params.context.selected_completion_info) if answer else []
+        return types.InlineCompletionList(items=items)
 
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
     async def completion(ls: Server, params: types.CompletionParams) -> types.CompletionList:

@@ -54,6 +54,7 @@ from lsp_server.prompts import (
     refactor_messages,
     refactor_verdict,
 )
+from lsp_server.retention import Accepted, RetentionTracker
 from lsp_server.scheduler import Gate, LatestWins
 from lsp_server.settings import Settings, merge, remote_config
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
@@ -102,6 +103,25 @@ class Answer:
     @property
     def items(self) -> tuple[str, ...]:
         return self.alternatives or (self.text,)
+
+
+@dataclass(frozen=True)
+class Selected:
+    """The item selected in the editor's suggest widget: `text` over the range from (line,
+    character) to (end_line, end_character). A suggestion then continues after it, as if it
+    were accepted (LSP's selectedCompletionInfo: the editor shows only items that extend it)."""
+
+    line: int
+    character: int
+    end_line: int
+    end_character: int
+    text: str
+
+    def span(self, text: str) -> tuple[int, int]:
+        """Raises PositionError."""
+        start = offset_at(text, self.line, self.character)
+        end = offset_at(text, self.end_line, self.end_character)
+        return min(start, end), max(start, end)
 
 
 @dataclass(frozen=True)
@@ -154,6 +174,8 @@ class CompletionService:
         self.engine: Engine | None = None
         self.models_ready = threading.Event()
         self.documents = Documents()
+        self.retention = RetentionTracker()
+        self.documents.on_edit = self.retention.edited
         self.counts: Counter = Counter()
         self.latest = LatestWins()
         self.warmups = LatestWins()
@@ -246,10 +268,16 @@ class CompletionService:
                 progress(f"{variant} ready", 50 * i + 50)
         if progress:
             progress("models loaded", None)
-        for problem in missing:
-            self.tell_once(f"fastcomplete: {problem}", "error")
         if not self.models_ready.is_set():
-            self.set_state("error", "; ".join(missing) or "no model could be loaded")
+            # One message, not one per model: the editor shows each as its own error.
+            problems = "; ".join(missing) or "no model could be loaded"
+            self.tell_once(
+                f"fastcomplete: no completions, no model could be loaded: {problems}", "error"
+            )
+            self.set_state("error", problems)
+        else:
+            for problem in missing:
+                self.tell_once(f"fastcomplete: {problem}", "error")
 
     # -- documents ------------------------------------------------------------------------------
 
@@ -273,6 +301,7 @@ class CompletionService:
         self.warmups.cancel(key)
         self.prefetches.cancel(key)
         self.memory.forget(key)
+        self.retention.closed(key)
         self.documents.close(uri)
 
     def focus(self, uri: str, line: int | None, character: int | None) -> None:
@@ -362,12 +391,18 @@ class CompletionService:
         return plan, done
 
     async def complete(
-        self, uri: str, line: int, character: int, invoked: bool = False
+        self,
+        uri: str,
+        line: int,
+        character: int,
+        invoked: bool = False,
+        selected: Selected | None = None,
     ) -> Answer | None:
         """The completion at (line, UTF-16 character), or None (disabled, not ready, superseded,
         empty: `no_answer` counts why). Raises BadRequest for an unknown document or a position
         outside it. `invoked`: asked for explicitly, so up to MAX_ALTERNATIVES items, ranked,
-        freshly computed (no type-through, no debounce)."""
+        freshly computed (no type-through, no debounce). `selected`: the suggest widget's item;
+        the answer is then anchored after it, in the document as if it were accepted."""
         self.counts["requests"] += 1
         self.counts["invoked"] += invoked
         doc = self.documents.get(uri)
@@ -375,16 +410,26 @@ class CompletionService:
             raise BadRequest(f"unknown document {uri}: send textDocument/didOpen first")
         key, version = doc.uri, doc.version
         where = f"{key}:{line}:{character}"
+        text = doc.text
+        if selected is not None:
+            self.counts["after_selected_item"] += 1
+            try:
+                start, end = selected.span(text)
+            except PositionError as exc:
+                self.counts["bad_position"] += 1
+                raise BadRequest(f"{uri}: the selected item's range: {exc}") from exc
+            text = text[:start] + selected.text + text[end:]
+            line, character = position_at(text, start + len(selected.text))
         if not invoked and self.settings.typeThrough and self.settings.enabled_for(doc.language_id):
-            ahead = self._typed_through(doc.uri, doc.text, line, character)
+            ahead = self._typed_through(doc.uri, text, line, character)
             if ahead is not None:
                 return ahead  # no debounce, no model: the rest of what the editor shows
             pending = self._ahead.get(key)
-            if pending is not None and pending.text == doc.text and pending.at(line, character):
+            if pending is not None and pending.text == text and pending.at(line, character):
                 # Accepted before the suggestion after it was ready: wait for that one rather
                 # than start the same work again.
                 await pending.done.wait()
-                ahead = self._typed_through(doc.uri, doc.text, line, character)
+                ahead = self._typed_through(doc.uri, text, line, character)
                 if ahead is not None:
                     return ahead
         self.warmups.cancel(key)
@@ -397,6 +442,8 @@ class CompletionService:
                 self.no_answer("stale", where)
                 return None
             snap = self.snapshot(uri)  # one incremental parse of the edits since the last one
+            if selected is not None:
+                snap = with_insertion(snap, start, selected.text, end)
             reason = self._unservable(snap)
             if reason is not None:
                 self.counts[reason] += 1
@@ -664,20 +711,89 @@ class CompletionService:
             "server": {k: n for k, n in self.counts.items() if not k.startswith("empty.")},
             "emptyReasons": reasons,
             "index": self.indexer.stats(),
+            "acceptance": self.acceptance(),
             **engine,
         }
 
     def accepted(self, args: Sequence[Any]) -> None:
+        """A whole suggestion was accepted (its item's command): [{uri, model, chars, line?,
+        character?, text?}]; with where and what, its retention is watched too."""
         self.counts["accepted"] += 1
-        model = args[0].get("model") if args and isinstance(args[0], dict) else None
+        arg = args[0] if args and isinstance(args[0], dict) else {}
+        model = arg.get("model")
         if isinstance(model, str):
             self.counts[f"accepted.{model}"] += 1
+        chars = arg.get("chars")
+        if isinstance(chars, int) and chars > 0:
+            self.counts["accepted_chars"] += chars
+        self._watch(arg.get("uri"), arg.get("line"), arg.get("character"), arg.get("text"), "full")
 
-    def partially_accepted(self, kind: str, length: int) -> None:
-        """Part of a suggestion was accepted (a word or a line); counted locally only."""
+    def partially_accepted(
+        self,
+        kind: str,
+        length: int,
+        uri: Any = None,
+        line: Any = None,
+        character: Any = None,
+        text: Any = None,
+    ) -> None:
+        """Part of a suggestion was accepted (a word or a line), at (line, character) when given;
+        counted locally only."""
         kind = kind if kind in ("word", "line") else "other"
         self.counts[f"accepted_partial.{kind}"] += 1
         self.counts["accepted_partial_chars"] += max(0, length)
+        self._watch(uri, line, character, text, kind)
+
+    def _watch(self, uri: Any, line: Any, character: Any, text: Any, kind: str) -> None:
+        """Start the retention checks for an accepted text, when the client said where it went."""
+        if not (isinstance(uri, str) and isinstance(text, str) and text):
+            return
+        doc = self.documents.get(uri)
+        if doc is None or not isinstance(line, int) or not isinstance(character, int):
+            return
+        try:
+            start = offset_at(doc.text, line, character)
+        except PositionError:
+            return
+        entry = self.retention.track(doc.uri, doc.text, start, text, kind)
+        self.spawn(self._check_retention(entry, tuple(self.settings.retentionChecksS)))
+
+    async def _check_retention(self, entry: Accepted, checks_s: tuple[int, ...]) -> None:
+        waited = 0.0
+        try:
+            for check in sorted(checks_s):
+                await asyncio.sleep(check - waited)
+                waited = check
+                doc = self.documents.get(entry.uri)
+                if doc is None or not self.retention.watching(entry):
+                    self.counts[f"retention.{check}s.unmeasured"] += 1
+                    continue
+                self.counts[f"retention.{check}s.accepted_chars"] += len(entry.text)
+                self.counts[f"retention.{check}s.retained_chars"] += self.retention.measure(
+                    entry, doc.text
+                )
+        finally:
+            self.retention.forget(entry)
+
+    def acceptance(self) -> dict[str, Any]:
+        """Full, partial and retained acceptance, from the counts (all local)."""
+        retention = {}
+        for check in sorted(self.settings.retentionChecksS):
+            accepted = self.counts[f"retention.{check}s.accepted_chars"]
+            kept = self.counts[f"retention.{check}s.retained_chars"]
+            retention[f"{check}s"] = {
+                "acceptedChars": accepted,
+                "retainedChars": kept,
+                "share": round(kept / accepted, 3) if accepted else None,
+            }
+        return {
+            "full": self.counts["accepted"],
+            "fullChars": self.counts["accepted_chars"],
+            "partialWord": self.counts["accepted_partial.word"],
+            "partialLine": self.counts["accepted_partial.line"],
+            "partialChars": self.counts["accepted_partial_chars"],
+            "retention": retention,
+        }
 
     def debug_document(self, args: Sequence[Any]) -> dict[str, Any]:
         """What the server holds for a document (its text never leaves the machine) and, given a

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inference.remote import RemoteConfig
+from lsp_server.retention import RETENTION_CHECKS_S
 
 MULTILINE_MODES = ("auto", "always", "never")
 
@@ -44,6 +45,9 @@ class Settings:
     # Rank automatic completions' candidates by the code after the cursor (an explicit request
     # always ranks its alternatives); costs two more short generations per request.
     suffixScoring: bool = False
+    # When to look again at an accepted suggestion, counting how much of it the user kept
+    # (stats' acceptance.retention; local only).
+    retentionChecksS: tuple[int, ...] = RETENTION_CHECKS_S
 
     def enabled_for(self, language_id: str) -> bool:
         return self.enable and self.languages.get(language_id, True)
@@ -78,6 +82,16 @@ def _languages(value: Any) -> dict[str, bool]:
     ):
         raise ValueError('must map language ids to true/false, e.g. {"markdown": false}')
     return dict(value)
+
+
+def _checks(value: Any) -> tuple[int, ...]:
+    if (
+        not isinstance(value, list)
+        or not 1 <= len(value) <= 4
+        or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 3600 for v in value)
+    ):
+        raise ValueError("must be a list of 1 to 4 whole numbers of seconds, 1 to 3600")
+    return tuple(sorted(set(value)))
 
 
 def _path(value: Any) -> str | None:
@@ -139,7 +153,13 @@ VALIDATORS = {
     "coldPrefillMs": _int_in(10, 5000),
     "workspaceIndex": _bool,
     "suffixScoring": _bool,
+    "retentionChecksS": _checks,
 }
+
+
+# Keys of the editor's `fastcomplete` section that the client itself uses: VS Code sends the
+# whole section, and they are no concern of the server's.
+CLIENT_KEYS = frozenset({"serverPath"})
 
 
 def merge(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
@@ -154,6 +174,8 @@ def merge(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
     errors: list[str] = []
     for key, value in raw.items():
         check = VALIDATORS.get(key)
+        if key in CLIENT_KEYS:
+            continue
         if check is None:
             errors.append(f"fastcomplete.{key}: unknown setting (ignored)")
             continue

@@ -43,18 +43,32 @@ def test_heal_backs_off_spaces_typed_after_code(tok: Tokenizer, prompt: str, pre
 @pytest.mark.parametrize(
     "prompt",
     [
-        "def f():\n    ",  # indentation: one "\n    " token, not a typed space
-        "x = 1\n\t",
-        "x = 1\n\n    ",
         "a" + " " * 20,  # more than max_chars of spaces: left as it is
         "foo(",
         " ",  # a single token: nothing to back off to
     ],
 )
-def test_heal_leaves_indentation_and_non_fragments(tok: Tokenizer, prompt: str) -> None:
+def test_heal_leaves_non_fragments(tok: Tokenizer, prompt: str) -> None:
     ids = tok.encode(prompt)
     assert heal(ids, tok).prefix == ""
     assert heal(ids, tok).ids == ids
+
+
+@pytest.mark.parametrize(
+    ("prompt", "indentation"),
+    [
+        ("def f():\n    ", "\n    "),  # one "\n    " token; training text has "\n   " " return"
+        ("x = 1\n\t", "\n\t"),
+        ("x = 1\n\n        ", "\n        "),
+    ],
+)
+def test_heal_backs_off_the_indentation_token(
+    tok: Tokenizer, prompt: str, indentation: str
+) -> None:
+    ids = tok.encode(prompt)
+    healed = heal(ids, tok)
+    assert healed.prefix.endswith(indentation.lstrip("\n")) and "\n" in healed.prefix
+    assert tok.decode(healed.ids) + healed.prefix == prompt
 
 
 def test_heal_still_backs_off_a_word_fragment(tok: Tokenizer) -> None:
@@ -75,7 +89,7 @@ def test_a_space_constraint_allows_the_space_led_tokens(tok: Tokenizer) -> None:
         ("def add(a, b):\n    return a |\n", True),  # a space after code
         ("def add(a, b):\n    return a\t|\n", True),
         ("x = pri|\n", True),  # inside a word (as before)
-        ("def add(a, b):\n    |\n", False),  # indentation only
+        ("def add(a, b):\n    |\n", True),  # indentation only: one "\n    " token
         ("def add(a, b):\n    return (a +|\n", False),
         ("def add(a, b):\n|\n", False),
     ],
@@ -96,6 +110,7 @@ def test_plan_heals_after_a_typed_space(doc: str, heals: bool) -> None:
         "def add(a, b):\n    return a |\n",
         "def mul(x, y):\n    return x |\n",
         "import os\n\n\ndef full(a, b):\n    return os.path.join(a, |\n",
+        "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    |\n",  # after indentation
     ],
 )
 def test_no_second_space_after_a_typed_one(real_model: Path, doc: str) -> None:

@@ -294,8 +294,16 @@ def test_accept_word_inserts_the_next_word_and_keeps_the_rest(nvim, tmp_path: Pa
     # The cursor's move brings a request: the server answers it from the suggestion it showed.
     wait_for(lambda: _server_counts(nvim).get("type_through", 0) > typed_through, timeout=30)
     assert nvim.exec_lua(GHOST_PARTS)["lines"] == [rest]
-    partial = {"textDocument": {"uri": uri}, "acceptedLength": len(word), "kind": "word"}
+    partial = {
+        "textDocument": {"uri": uri},
+        "position": {"line": len(nvim.current.buffer) - 1, "character": len(before)},
+        "acceptedLength": len(word),
+        "kind": "word",
+        "text": word,
+    }
     assert nvim.exec_lua("return _G.partial") == [partial]
+    acceptance = wait_for(lambda: (nvim.exec_lua(STATS) or {}).get("acceptance"), timeout=10)
+    assert (acceptance["partialWord"], acceptance["partialChars"]) == (1, len(word))
     assert "accepted" not in _server_counts(nvim)  # the server ignored the notification
 
     nvim.input("<Tab>")  # the rest, as a whole: the server counts the accept
@@ -322,9 +330,14 @@ def test_accept_line_inserts_the_rest_of_the_line_only(nvim, tmp_path: Path) -> 
     wait_for(lambda: nvim.exec_lua(GHOST_PARTS)["lines"] == ["", *lines[2:]], timeout=10)
     assert len(nvim.current.buffer) == 3
     sent = nvim.exec_lua("return _G.partial")
-    assert [(p["kind"], p["acceptedLength"]) for p in sent] == [
-        ("word", 1 + len(indent)),
-        ("line", len(lines[1]) - len(indent)),
+    assert [(p["kind"], p["acceptedLength"], p["text"]) for p in sent] == [
+        ("word", 1 + len(indent), "\n" + indent),
+        ("line", len(lines[1]) - len(indent), lines[1][len(indent) :]),
+    ]
+    last = len(nvim.current.buffer) - 1  # where each piece went: the line's end, then below
+    assert [p["position"] for p in sent] == [
+        {"line": last - 1, "character": len(nvim.current.buffer[last - 1])},
+        {"line": last, "character": len(indent)},
     ]
     nvim.input("<M-C-Right>")  # the line break and the next line
     wait_for(lambda: nvim.current.buffer[-1] == lines[2], timeout=10)

@@ -37,7 +37,8 @@ async def test_missing_models_are_reported_and_the_server_stays_up(
         await asyncio.sleep(0.1)
     errors = [m for m in client.messages if m.type == types.MessageType.Error]
     assert errors and all("fastcomplete models build" in m.message for m in errors)
-    assert len(errors) == 2  # one per model, once
+    assert len(errors) == 1  # one message for both models, once
+    assert "fast model" in errors[0].message and "standard model" in errors[0].message
     uri = "file:///work/a.py"
     open_doc(client, uri, "def f():\n    return 1\n")
     assert not (await inline(client, uri, 1, 12)).items

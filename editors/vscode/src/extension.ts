@@ -15,6 +15,8 @@ import {
   explanationPage,
   FOCUS_DEBOUNCE_MS,
   isSynced,
+  partialAcceptance,
+  Shown,
   SYNCED_SCHEMES,
   serverCommand,
   ServerState,
@@ -31,7 +33,10 @@ let serverState: ServerState = "loading";
 let stateMessage = "fastcomplete: starting the server";
 
 const DID_FOCUS = "fastcomplete/didFocus";
+const DID_PARTIALLY_ACCEPT = "fastcomplete/didPartiallyAccept";
 const STATUS = "fastcomplete/status";
+// The items last shown, to recognise an accept-word / accept-line in the edit that follows.
+let shown: Shown | undefined;
 
 const EXPLAIN_SCHEME = "fastcomplete-explain";
 const pages = new Map<string, string>();
@@ -56,6 +61,54 @@ function onStatus(params: { state: ServerState; message?: string; fastMode?: boo
     fastMode = params.fastMode; // the server's settings win: they say which model completes
   }
   refreshStatus();
+}
+
+function remember(
+  document: vscode.TextDocument,
+  position: vscode.Position,
+  context: vscode.InlineCompletionContext,
+  items: vscode.InlineCompletionItem[],
+): void {
+  const start = items[0].range?.start ?? position;
+  const end = items[0].range?.end ?? position;
+  shown = {
+    uri: document.uri.toString(),
+    line: start.line,
+    character: start.character,
+    replaced: end.character - start.character,
+    selected: context.selectedCompletionInfo?.text.length ?? 0,
+    texts: items.map((item) => (typeof item.insertText === "string" ? item.insertText : item.insertText.value)),
+  };
+}
+
+/** Forward an accept-word / accept-line of our suggestion to the server (local stats). */
+function onEdit(event: vscode.TextDocumentChangeEvent): void {
+  if (!shown || event.document.uri.toString() !== shown.uri) {
+    return;
+  }
+  for (const change of event.contentChanges) {
+    const accepted = partialAcceptance(shown, event.document.uri.toString(), {
+      line: change.range.start.line,
+      character: change.range.start.character,
+      rangeLength: change.rangeLength,
+      text: change.text,
+    });
+    if (!accepted) {
+      continue;
+    }
+    const position = { line: shown.line, character: shown.character };
+    shown = accepted.next;
+    client
+      ?.sendNotification(DID_PARTIALLY_ACCEPT, {
+        textDocument: { uri: client.code2ProtocolConverter.asUri(event.document.uri) },
+        position,
+        acceptedLength: accepted.text.length,
+        kind: accepted.kind,
+        text: accepted.text,
+      })
+      .catch(() => undefined); // only counting: a stopped client has nobody to tell
+    return;
+  }
 }
 
 /** Tell the server where the cursor of `editor` is, so it warms the prompt there. */
@@ -89,6 +142,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         if (items && items.length > 0) {
           lastLatency = Date.now() - started;
           refreshStatus();
+          remember(document, position, ctx, items);
         }
         return result;
       },
@@ -114,6 +168,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("fastcomplete.showStats", showStats),
     focus,
     vscode.window.onDidChangeTextEditorSelection((event) => focus.schedule(event.textEditor)),
+    vscode.workspace.onDidChangeTextDocument(onEdit),
     // Switching editors is a deliberate move: the cursor is already where the user will type.
     vscode.window.onDidChangeActiveTextEditor((editor) => editor && focus.now(editor)),
   );

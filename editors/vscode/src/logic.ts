@@ -110,3 +110,64 @@ export function explanationPage(code: string, language: string, text: string, do
   const status = done ? "" : "\n\n*…generating*";
   return `## Explanation\n\n${fence}${language}\n${code}\n${fence}\n\n${text}${status}\n`;
 }
+
+/** The inline items last shown in a document: where they start and what each inserts. */
+export interface Shown {
+  uri: string;
+  line: number;
+  character: number;
+  replaced: number; // characters of the document the items replace (a suggest item's prefix)
+  selected: number; // characters at the start of each text that are the suggest widget's item
+  texts: string[];
+}
+
+/** One edit, as VS Code reports it: the range it replaced and the text put there. */
+export interface Edit {
+  line: number;
+  character: number;
+  rangeLength: number;
+  text: string;
+}
+
+export interface PartialAccept {
+  kind: "word" | "line";
+  text: string;
+  /** What is still shown after it, anchored where the accepted part ends. */
+  next: Shown;
+}
+
+// Typing an opening bracket or quote inserts its pair in one edit: that is typing, not
+// accepting, even when the suggestion starts with the same two characters.
+const AUTO_CLOSED = new Set(["()", "[]", "{}", '""', "''", "``"]);
+
+/** Whether `edit` put part of a shown suggestion into the document: VS Code's accept-word and
+ * accept-line insert a prefix of the item where it starts; the stable API does not tell the
+ * provider (Copilot's handleDidPartiallyAcceptCompletionItem is a proposed API), so it is read
+ * from the edit. A whole item is not partial (its command reports it), nor is one typed char,
+ * nor the suggest widget's own item taken with Tab (the widget's text, not ours). */
+export function partialAcceptance(shown: Shown | undefined, uri: string, edit: Edit): PartialAccept | undefined {
+  if (!shown || shown.uri !== uri || edit.line !== shown.line || edit.character !== shown.character) {
+    return undefined;
+  }
+  const tooShort = edit.text.length < Math.max(2, shown.selected + 1);
+  if (edit.rangeLength !== shown.replaced || tooShort || AUTO_CLOSED.has(edit.text)) {
+    return undefined;
+  }
+  const texts = shown.texts.filter((t) => t.length > edit.text.length && t.startsWith(edit.text));
+  if (texts.length === 0) {
+    return undefined;
+  }
+  const lines = edit.text.split("\n");
+  const rest = texts[0].slice(edit.text.length);
+  const kind = edit.text.includes("\n") || (rest.startsWith("\n") && /\S\s+\S/.test(edit.text)) ? "line" : "word";
+  const last = lines[lines.length - 1];
+  const next: Shown = {
+    uri,
+    line: shown.line + lines.length - 1,
+    character: (lines.length > 1 ? 0 : shown.character) + last.length,
+    replaced: 0,
+    selected: 0,
+    texts: texts.map((t) => t.slice(edit.text.length)),
+  };
+  return { kind, text: edit.text, next };
+}

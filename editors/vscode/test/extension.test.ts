@@ -17,6 +17,7 @@ const calls: {
 const notificationHandlers = new Map<string, (params: any) => void>();
 const selectionListeners: ((e: any) => void)[] = [];
 const activeEditorListeners: ((e: any) => void)[] = [];
+const editListeners: ((e: any) => void)[] = [];
 const editor = (uri: string, line: number, character: number) => ({
   selection: { isEmpty: true, active: { line, character } },
   document: { uri: { scheme: uri.split(":")[0], toString: () => uri } },
@@ -48,6 +49,7 @@ const fakeVscode = {
     }),
     registerTextDocumentContentProvider: (_scheme: string, p: any) => ((provider = p), { dispose() {} }),
     openTextDocument: async (d: any) => d,
+    onDidChangeTextDocument: (l: any) => (editListeners.push(l), { dispose() {} }),
   },
   window: {
     createStatusBarItem: () => statusItem,
@@ -180,9 +182,45 @@ test("switching editors sends didFocus at once", (t) => {
 
 test("inline completions go through a middleware that records latency", async () => {
   const middleware = fakeClient!.options.middleware.provideInlineCompletionItems;
-  const result = await middleware({}, {}, {}, {}, async () => ({ items: [{ insertText: "x" }] }));
+  const doc = { uri: { toString: () => "file:///x.py" } };
+  const result = await middleware(doc, { line: 0, character: 0 }, {}, {}, async () => ({ items: [{ insertText: "x" }] }));
   assert.deepEqual(result, { items: [{ insertText: "x" }] });
   assert.match(statusItem.text, /^\$\(zap\) fast \d+ ms$/);
+});
+
+test("an accept-word of a shown item is forwarded with where and what", async () => {
+  const middleware = fakeClient!.options.middleware.provideInlineCompletionItems;
+  const doc = { uri: { toString: () => "file:///a.py" } };
+  const pos = { line: 2, character: 8 };
+  await middleware(doc, pos, {}, {}, async () => [{ insertText: "total = 0\nreturn total" }]);
+  calls.notifications.length = 0;
+  const edit = (character: number, text: string) =>
+    editListeners.forEach((l) =>
+      l({
+        document: doc,
+        contentChanges: [{ range: { start: { line: 2, character } }, rangeLength: 0, text }],
+      }),
+    );
+  edit(8, "t"); // typed: not an acceptance
+  edit(8, "total "); // accept word
+  edit(14, "= 0\n"); // then accept line, from where the word ended
+  const sent = calls.notifications.filter(([m]) => m === "fastcomplete/didPartiallyAccept").map(([, p]) => p);
+  assert.deepEqual(sent, [
+    {
+      textDocument: { uri: "file:///a.py" },
+      position: { line: 2, character: 8 },
+      acceptedLength: 6,
+      kind: "word",
+      text: "total ",
+    },
+    {
+      textDocument: { uri: "file:///a.py" },
+      position: { line: 2, character: 14 },
+      acceptedLength: 4,
+      kind: "line",
+      text: "= 0\n",
+    },
+  ]);
 });
 
 test("clicking the status bar toggles fast mode", async () => {

@@ -4,6 +4,7 @@ import {
   Debouncer,
   explanationPage,
   isSynced,
+  partialAcceptance,
   serverCommand,
   settingsFrom,
   statusText,
@@ -81,4 +82,39 @@ test("debouncer: now fires at once and drops the pending value", (t) => {
 test("explanation page marks unfinished text", () => {
   assert.match(explanationPage("x = 1", "python", "Sets x", false), /generating/);
   assert.doesNotMatch(explanationPage("x = 1", "python", "Sets x", true), /generating/);
+});
+
+test("a partial accept is a prefix of a shown item inserted where it starts", () => {
+  const shown = { uri: "u", line: 1, character: 4, replaced: 0, selected: 0, texts: ["return a + b", "return a"] };
+  const at = (character: number, text: string, rangeLength = 0) => ({ line: 1, character, rangeLength, text });
+  const word = partialAcceptance(shown, "u", at(4, "return "));
+  assert.equal(word?.kind, "word");
+  assert.deepEqual(word?.next, { uri: "u", line: 1, character: 11, replaced: 0, selected: 0, texts: ["a + b", "a"] });
+  assert.equal(partialAcceptance(shown, "u", at(4, "r")), undefined); // one typed character
+  assert.equal(partialAcceptance(shown, "u", at(4, "return a + b")), undefined); // whole: its command says so
+  assert.equal(partialAcceptance(shown, "u", at(5, "eturn")), undefined); // not where it starts
+  assert.equal(partialAcceptance(shown, "other", at(4, "return ")), undefined);
+  assert.equal(partialAcceptance(shown, "u", at(4, "yield ")), undefined);
+  const brackets = { ...shown, texts: ["()\n"] };
+  assert.equal(partialAcceptance(brackets, "u", at(4, "()")), undefined); // an auto-closed pair
+});
+
+test("after a suggest item, a partial accept replaces the typed prefix; lines end in line kind", () => {
+  const shown = {
+    uri: "u",
+    line: 0,
+    character: 10,
+    replaced: 2,
+    selected: 10,
+    texts: ["session_id = new_id()\nreturn x"],
+  };
+  const line = partialAcceptance(shown, "u", { line: 0, character: 10, rangeLength: 2, text: "session_id = new_id()\n" });
+  assert.equal(line?.kind, "line");
+  assert.deepEqual(line?.next, { uri: "u", line: 1, character: 0, replaced: 0, selected: 0, texts: ["return x"] });
+  assert.equal(partialAcceptance(shown, "u", { line: 0, character: 10, rangeLength: 0, text: "session" }), undefined);
+  // Tab on the widget's item puts its text there: the widget's, not an accept of ours.
+  const item = { line: 0, character: 10, rangeLength: 2, text: "session_id" };
+  assert.equal(partialAcceptance(shown, "u", item), undefined);
+  const word = partialAcceptance(shown, "u", { ...item, text: "session_id = " });
+  assert.equal(word?.kind, "word");
 });

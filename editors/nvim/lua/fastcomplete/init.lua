@@ -374,8 +374,9 @@ function M.next_piece(rest, kind)
   return line:match('^[^%w_\128-\255]*[%w_\128-\255]*') -- bytes >= 128: letters of UTF-8 words
 end
 
---- The server's method for a partial accept: {textDocument: {uri}, acceptedLength (UTF-16
---- code units), kind: 'word' | 'line'}. A server without it ignores it (pygls logs it).
+--- The server's method for a partial accept: {textDocument: {uri}, position (where the piece
+--- went), acceptedLength (UTF-16 code units), kind: 'word' | 'line', text}; the server watches
+--- how much of the text is still there later. A server without it ignores it (pygls logs it).
 M.partial_accept_method = 'fastcomplete/didPartiallyAccept'
 
 local function utf16_len(text)
@@ -385,13 +386,17 @@ local function utf16_len(text)
   return select(2, vim.str_utfindex(text))
 end
 
-local function report_partial(bufnr, piece, kind)
+-- row (0-based) and col (bytes): where the piece was inserted.
+local function report_partial(bufnr, piece, kind, row, col)
   local client = M.client(bufnr)
   if client and client.initialized then
+    local line = vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ''
     notify(client, M.partial_accept_method, {
       textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+      position = { line = row, character = utf16_len(line:sub(1, col)) },
       acceptedLength = utf16_len(piece),
       kind = kind,
+      text = piece,
     })
   end
 end
@@ -453,8 +458,9 @@ local function accept_piece(bufnr, item, kind)
   if not piece or piece == '' or piece == rest then
     return accept_whole(bufnr, item)
   end
+  local row, col = unpack(vim.api.nvim_win_get_cursor(0))
   insert(bufnr, piece)
-  report_partial(bufnr, piece, kind)
+  report_partial(bufnr, piece, kind, row - 1, col)
   show_rest(bufnr, item, rest:sub(#piece + 1))
 end
 
