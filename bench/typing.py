@@ -89,6 +89,7 @@ async def replay(
                 "fastMode": fast_mode,
                 "fastModelPath": str(root / "fast"),
                 "standardModelPath": str(root / "standard"),
+                "preloadStandard": True,
                 "workspaceIndex": index_on,
             },
         )

@@ -19,6 +19,7 @@ from inference.errors import ModelLoadError, NoModel
 from inference.generate import Finish, Generation, GenerationConfig, GenerationResult
 from inference.healing import heal
 from inference.kv_cache import PoolConfig
+from inference.manifest import FimTemplate
 from inference.metrics import Metrics
 from inference.model import Model, load_model_dir
 from inference.paths import DEFAULT_MODEL, fastcomplete_home, variant_dir
@@ -52,6 +53,9 @@ class EngineConfig:
     breaker_cooldown_s: float = 30.0
     remote: RemoteConfig | None = None  # an OpenAI-compatible server in front of `standard`
     verify_hashes: bool = False  # sha256 of every model file at load time
+    # False: a completion is served only by models already loaded (the server loads the standard
+    # model in the background on first use, never inside a keystroke's request).
+    completions_load_models: bool = True
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,7 @@ class Engine:
             config.breaker_threshold,
             config.breaker_cooldown_s,
             remote_completions=bool(config.remote and config.remote.completions),
+            completions_load=config.completions_load_models,
         )
         self.cache = CompletionCache(
             config.cache_dir, config.cache_bytes, config.cache_memory_items
@@ -129,6 +134,12 @@ class Engine:
             if isinstance(model, Model) and self.router.breakers[variant].allow():
                 return model
         return None
+
+    def remote_fim(self, route: Route) -> FimTemplate | None:
+        """The remote model's FIM template when the remote serves `route` first."""
+        if route.preferred != REMOTE or self.config.remote is None:
+            return None
+        return self.config.remote.fim
 
     def prefill_estimate_s(self, route: Route, tokens: Tokens) -> float:
         """How long prefilling the part of `tokens` no KV slot holds would take on the model
@@ -176,8 +187,7 @@ class Engine:
 
         def work(model: Any, variant: str) -> EngineResult:
             if isinstance(model, RemoteModel):
-                chat = messages or [{"role": "user", "content": str(prompt)}]
-                return self._generate_remote(model, chat, config, cancel, on_text)
+                return self._generate_remote(model, prompt, messages, config, cancel, on_text)
             if messages is not None:
                 ids = model.tokenizer.encode(render_chat(model.manifest.chat_template, messages))
             elif tokens is not None and tokens.tokenizer == model.tokenizer_id:
@@ -231,15 +241,23 @@ class Engine:
     def _generate_remote(
         self,
         model: RemoteModel,
-        chat: list[dict[str, str]],
+        prompt: str | list[int],
+        messages: list[dict[str, str]] | None,
         config: GenerationConfig,
         cancel: threading.Event,
         on_text: Callable[[str], None] | None,
     ) -> EngineResult:
+        """A chat goes to `/chat/completions`; a prompt (a completion's, built by the context
+        builder) to `/completions` as it is."""
         mid = model.model_id
         self.metrics.count(mid, "requests")
+        if not isinstance(prompt, str):
+            raise TypeError("a remote model takes a text prompt, not token ids")
         try:
-            res = model.generate(chat, config, cancel, on_text)
+            if messages is not None:
+                res = model.generate(messages, config, cancel, on_text)
+            else:
+                res = model.complete(prompt, config, cancel, on_text)
         except Exception:
             self.metrics.count(mid, "errors")
             raise
@@ -329,6 +347,7 @@ class Engine:
         snap["kv_cache_bytes"] = {
             v: m.pool.bytes_used() for v in (FAST, STANDARD) if (m := self.router.loaded(v))
         }
+        snap["kv_cache_budget_bytes"] = self.config.pool.budget_bytes
         remote = self.router.loaded(REMOTE)
         if remote is not None:
             usage = remote.usage

@@ -1,9 +1,11 @@
 """A remote standard model: any OpenAI-compatible server (vLLM, TGI, llama.cpp's server, Ollama,
 `transformers serve`), spoken to with the standard library only.
 
-Streaming chat completions (`/chat/completions`, server-sent events) with a cancel flag checked
-per chunk, timeouts, retries with exponential backoff before any text has arrived, and a daily
-token quota. The API key is read from the environment variable the settings name and never
+Streaming chat completions (`/chat/completions`, for explain and refactor) and raw-prompt
+completions (`/completions`, for code completion: the server's own prompt, FIM form when the
+remote model's template is configured), as server-sent events, with a cancel flag checked per
+chunk (the connection is closed, which stops the generation on vLLM and its peers), timeouts,
+retries with exponential backoff before any text has arrived, and a daily token quota. The API key is read from the environment variable the settings name and never
 appears in a message or a log.
 """
 
@@ -16,12 +18,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
 from inference.errors import ModelFailure
 from inference.generate import Finish, GenerationConfig
+from inference.manifest import FimTemplate
 
 
 class RemoteError(ModelFailure):
@@ -42,6 +45,7 @@ class RemoteConfig:
     backoff_s: float = 0.25
     daily_token_quota: int = 200_000
     completions: bool = False  # also serve completions (otherwise explain/refactor only)
+    fim: FimTemplate | None = None  # the remote model's fill-in-the-middle tokens, if it has them
 
 
 @dataclass
@@ -105,22 +109,56 @@ class RemoteModel:
         on_text: Callable[[str], None] | None = None,
     ) -> RemoteResult:
         """Stream one chat completion; retries only while nothing has been received yet."""
+        return self._request(
+            "/chat/completions",
+            {"messages": messages},
+            config,
+            cancel,
+            on_text,
+            self.config.retries,
+        )
+
+    def complete(
+        self,
+        prompt: str,
+        config: GenerationConfig,
+        cancel: threading.Event,
+        on_text: Callable[[str], None] | None = None,
+    ) -> RemoteResult:
+        """Stream one completion of a raw prompt (`/completions`), as code completion needs: the
+        prompt is sent as it is, no chat template around it. A keystroke cannot wait for
+        retries: no retry, and half the completion's deadline, so that a slow or down remote
+        leaves the local fast model (the route's fallback) the other half."""
+        if config.deadline_s:
+            config = replace(config, deadline_s=config.deadline_s / 2)
+        return self._request("/completions", {"prompt": prompt}, config, cancel, on_text, 0)
+
+    def _request(
+        self,
+        path: str,
+        payload: dict[str, Any],
+        config: GenerationConfig,
+        cancel: threading.Event,
+        on_text: Callable[[str], None] | None,
+        retries: int,
+    ) -> RemoteResult:
         self._check_quota()
         body = {
             "model": self.config.model,
-            "messages": messages,
+            **payload,
             "max_tokens": config.max_new_tokens,
             "temperature": config.temperature,
             "stream": True,
         }
-        if config.stop_strings:
-            body["stop"] = list(config.stop_strings)[:4]
+        stops = list(config.stop_strings) + (["\n"] if _one_line(config) else [])
+        if stops:
+            body["stop"] = stops[:4]
         attempt, last = 0, None
-        while attempt <= self.config.retries:
+        while attempt <= retries:
             if cancel.is_set():
                 return RemoteResult("", Finish.CANCELLED, 0, 0.0, None)
             try:
-                result = self._stream(body, config, cancel, on_text)
+                result = self._stream(path, body, config, cancel, on_text)
                 with self._lock:
                     self.usage.requests += 1
                 self._spend(result.completion_tokens)
@@ -135,13 +173,14 @@ class RemoteModel:
 
     def _stream(
         self,
+        path: str,
         body: dict[str, Any],
         config: GenerationConfig,
         cancel: threading.Event,
         on_text: Callable[[str], None] | None,
     ) -> RemoteResult:
         started = time.perf_counter()
-        url = self.config.url.rstrip("/") + "/chat/completions"
+        url = self.config.url.rstrip("/") + path
         request = urllib.request.Request(
             url, data=json.dumps(body).encode(), headers=self._headers(), method="POST"
         )
@@ -197,10 +236,15 @@ class RemoteModel:
         if not complete:
             # A server that dies mid-answer closes the socket: iteration just ends.
             raise RemoteError(f"remote stream ended early after {len(text)} characters")
-        for stop in config.stop_strings:
-            if stop in text:
+        for stop in (*config.stop_strings, *(["\n"] if _one_line(config) else [])):
+            if stop in text:  # a server may ignore `stop`, or see more than 4 of them
                 text, finish = text[: text.index(stop)], Finish.STOP
         return RemoteResult(text, finish, tokens, time.perf_counter() - started, ttft)
+
+
+def _one_line(config: GenerationConfig) -> bool:
+    """Stop at the first line break (a next-line completion's leading breaks are its text)."""
+    return config.stop_at_newline and not config.next_line
 
 
 class _Retryable(Exception):

@@ -107,9 +107,11 @@ class Router(Generic[M]):
         cooldown_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         remote_completions: bool = False,
+        completions_load: bool = True,
     ) -> None:
         self._loaders = loaders
         self.remote_completions = remote_completions
+        self.completions_load = completions_load
         self._models: dict[str, M] = {}
         self._load_locks = {v: threading.Lock() for v in loaders}
         self._lock = threading.Lock()
@@ -156,7 +158,16 @@ class Router(Generic[M]):
                 errors.append(f"{variant}: circuit open after repeated failures")
                 continue
             try:
-                model = self.model(variant, wait=route.task is not Task.COMPLETION)
+                completion = route.task is Task.COMPLETION
+                local = variant != REMOTE  # a remote "loads" in no time: nothing to wait for
+                if (
+                    completion
+                    and local
+                    and not self.completions_load
+                    and variant not in self._models
+                ):
+                    raise NoModel("not loaded (it loads on first use)")
+                model = self.model(variant, wait=not completion)
                 result = work(model, variant)
             except NoModel as exc:
                 errors.append(f"{variant}: {exc}")

@@ -221,6 +221,9 @@ def plan_for_engine(
     route = engine.route(Task.COMPLETION, settings.fastMode) if engine else None
     model = engine.planning_model(route) if engine and route else None
     tokenizer = model.tokenizer if model else None
+    # A remote in front takes the prompt as text, in its own FIM form when it has one.
+    remote_fim = engine.remote_fim(route) if engine and route else None
+    fim = remote_fim or (model.manifest.fim if model else None)
 
     def plan(**shape: object) -> CompletionPlan:
         made = plan_completion(
@@ -231,7 +234,7 @@ def plan_for_engine(
             language_id=language_id,
             path=path,
             count_tokens=(lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None,
-            fim=model.manifest.fim if model else None,
+            fim=fim,
             options=options,
             tree=tree,
             candidates=candidates,

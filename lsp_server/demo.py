@@ -113,6 +113,7 @@ async def demo_session(home: str) -> int:
     models = {
         "fastModelPath": str(variant_dir(DEFAULT_MODEL, "fast")),
         "standardModelPath": str(variant_dir(DEFAULT_MODEL, "standard")),
+        "preloadStandard": True,  # the demo asks both models
     }
     await client.initialize_async(
         types.InitializeParams(capabilities=client_capabilities(), initialization_options=models)

@@ -25,6 +25,7 @@ from tree_sitter import Tree
 from inference.engine import Engine, EngineConfig, EngineResult
 from inference.errors import ModelLoadError
 from inference.generate import Finish, GenerationConfig
+from inference.kv_cache import PoolConfig
 from inference.paths import fastcomplete_home
 from inference.router import FAST, REMOTE, STANDARD, RoutingError, Task
 from lsp_server.completion import (
@@ -190,6 +191,7 @@ class CompletionService:
         self.above_window = AboveWindow()
         self._shown: set[str] = set()
         self._background: set[asyncio.Task] = set()
+        self._loading: dict[str, asyncio.Future] = {}  # a model being loaded on first use
 
     # -- telling the user -----------------------------------------------------------------------
 
@@ -233,6 +235,12 @@ class CompletionService:
         if self.settings.fastMode != before:
             log.info("fast mode %s", "on" if self.settings.fastMode else "off")
             self.memory.clear()  # what the other model suggested is not what was asked for
+            if (
+                not self.settings.fastMode
+                and self.models_ready.is_set()
+                and not self._remote_completes()
+            ):
+                self.spawn(self.ensure_loaded(STANDARD))
 
     def make_engine(self) -> Engine:
         if self.engine_config is not None:
@@ -244,11 +252,26 @@ class CompletionService:
                 standard_dir=Path(standard).expanduser() if standard else None,
                 remote=remote_config(self.settings.remote),
                 verify_hashes=True,  # a corrupt model is caught while loading, not mid-request
+                pool=PoolConfig(budget_bytes=self.settings.kvCacheMB << 20),
+                completions_load_models=False,  # never a model load inside a keystroke's request
             )
         )
 
+    def _remote_completes(self) -> bool:
+        """A team's server answers completions when fast mode is off (the fast model behind it)."""
+        remote = remote_config(self.settings.remote)
+        return remote is not None and remote.completions
+
+    def _standard_now(self) -> bool:
+        """Whether the standard model loads at start-up rather than on first use."""
+        return self.settings.preloadStandard or not (
+            self.settings.fastMode or self._remote_completes()
+        )
+
     async def load_models(self, progress: Progress | None = None, observer: Any = None) -> None:
-        """Load both models in the background; completions are served from the first one ready."""
+        """Load the fast model in the background, and the standard one after it when it is
+        wanted now (preloadStandard, fast mode off, or no fast model); completions are served
+        from the first one ready. Otherwise the standard model loads on first use."""
         self.set_state("loading", "loading models")
         self.engine = self.make_engine()
         if observer is not None:
@@ -257,6 +280,9 @@ class CompletionService:
             self.tell_once(f"fastcomplete: {self.engine.cache.problem}")
         missing = []
         for i, variant in enumerate((FAST, STANDARD)):
+            if variant == STANDARD and not missing and not self._standard_now():
+                log.info("the standard model loads on first use")
+                break
             try:
                 await self.in_model_thread(self.engine.load, variant)
                 if not self.models_ready.is_set():
@@ -278,6 +304,27 @@ class CompletionService:
         else:
             for problem in missing:
                 self.tell_once(f"fastcomplete: {problem}", "error")
+
+    async def ensure_loaded(self, variant: str) -> bool:
+        """Load `variant` now unless it is loaded (once, however many ask); False when it
+        cannot be (the user is told once). Requests meanwhile are served by the loaded model."""
+        if self.engine is None or self.engine.router.loaded(variant) is not None:
+            return self.engine is not None
+        if variant not in self._loading:
+            self._loading[variant] = asyncio.ensure_future(self._load_on_first_use(variant))
+        return await asyncio.shield(self._loading[variant])
+
+    async def _load_on_first_use(self, variant: str) -> bool:
+        assert self.engine is not None
+        log.info("loading the %s model (first use)", variant)
+        try:
+            await self.in_model_thread(self.engine.load, variant)
+            return True
+        except ModelLoadError as exc:
+            self.tell_once(f"fastcomplete: {variant} model: {exc}", "error")
+            return False
+        finally:
+            self._loading.pop(variant, None)
 
     # -- documents ------------------------------------------------------------------------------
 
@@ -471,6 +518,7 @@ class CompletionService:
             self.counts["errors"] += 1
             self.no_answer("error", where)
             self.tell_once(f"fastcomplete: no model could complete: {exc}", "error")
+            self.spawn(self.ensure_loaded(STANDARD))  # the fallback for the next request
             return None
         finally:
             self.latest.finish(ticket)
@@ -528,10 +576,9 @@ class CompletionService:
             return None
         self.counts["answered"] += 1
         if result.fallback:
-            preferred = FAST if self.settings.fastMode else STANDARD
             self.tell_once(
-                f"fastcomplete: the {preferred} model failed ({result.fallback_reason}); "
-                f"completions come from the {result.variant} model for now"
+                f"fastcomplete: completions come from the {result.variant} model for now "
+                f"({result.fallback_reason})"
             )
         if self.settings.debug:
             log.info("completion %s -> %r", where, done.text)
@@ -647,6 +694,8 @@ class CompletionService:
         """A generation on the standard model (or the remote in front of it), streamed."""
         if self.engine is None or not self.models_ready.is_set():
             raise BadRequest("models are still loading; try again in a moment")
+        if self.settings.remote is None:  # a remote in front loads it only if it falls back
+            await self.ensure_loaded(STANDARD)  # else the fast model answers (the fallback)
         result = await self.in_model_thread(
             self.engine.generate,
             task,

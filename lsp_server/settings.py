@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from inference.manifest import FimTemplate
 from inference.remote import RemoteConfig
 from lsp_server.retention import RETENTION_CHECKS_S
 
@@ -48,6 +49,10 @@ class Settings:
     # When to look again at an accepted suggestion, counting how much of it the user kept
     # (stats' acceptance.retention; local only).
     retentionChecksS: tuple[int, ...] = RETENTION_CHECKS_S
+    # Memory (read at start-up): the standard model (~0.7 GB) loads on first use (explain,
+    # refactor, fast mode off, a fallback) unless preloaded; each model's KV cache is bounded.
+    preloadStandard: bool = False
+    kvCacheMB: int = 768
 
     def enabled_for(self, language_id: str) -> bool:
         return self.enable and self.languages.get(language_id, True)
@@ -108,7 +113,9 @@ REMOTE_KEYS = {
     "retries": int,
     "dailyTokenQuota": int,
     "completions": bool,
+    "fim": dict,  # {prefix, suffix, middle}: the remote model's FIM tokens
 }
+FIM_KEYS = ("prefix", "suffix", "middle")
 
 
 def _remote(value: Any) -> dict[str, Any] | None:
@@ -132,6 +139,11 @@ def _remote(value: Any) -> dict[str, Any] | None:
         raise ValueError("remote.url must be an http:// or https:// URL")
     if not value.get("model"):
         raise ValueError("remote.model is required")
+    fim = value.get("fim")
+    if fim is not None and (
+        set(fim) != set(FIM_KEYS) or not all(isinstance(fim[k], str) and fim[k] for k in FIM_KEYS)
+    ):
+        raise ValueError("remote.fim must be {prefix, suffix, middle}, each a non-empty string")
     return dict(value)
 
 
@@ -154,6 +166,8 @@ VALIDATORS = {
     "workspaceIndex": _bool,
     "suffixScoring": _bool,
     "retentionChecksS": _checks,
+    "preloadStandard": _bool,
+    "kvCacheMB": _int_in(64, 16384),
 }
 
 
@@ -198,4 +212,5 @@ def remote_config(raw: dict[str, Any] | None) -> RemoteConfig | None:
         retries=raw.get("retries", 2),
         daily_token_quota=raw.get("dailyTokenQuota", 200_000),
         completions=raw.get("completions", False),
+        fim=FimTemplate(**raw["fim"]) if raw.get("fim") else None,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import re
@@ -29,26 +30,31 @@ from inference.manifest import (
     write_manifest,
 )
 from inference.paths import DEFAULT_MODEL, VARIANTS, ensure_private_dir, model_dir, models_dir
-from models.convert import Converted, check_family, convert
-from models.export import MODEL_FILE, NBitsScheme, export_fp32, quantize_weights
+from models.convert import (
+    PINNED_INPUTS,
+    PINNED_TOKENIZER_CLASS,
+    Converted,
+    check_family,
+    convert,
+)
+from models.export import MODEL_FILE, NBitsScheme, quantize_weights
 from models.fused_graph import build_fused_graph
 from models.source import Source, SourceError, check_gguf, check_hf_dir, default_source
 from models.tiny import TINY_NAME, make_tiny
 from models.validate import validate
 
 TOKENIZER_FILE = "tokenizer.json"
-# The fast model is built from ORT's fused operators (GroupQueryAttention with a shared KV buffer,
+# Both models are built from ORT's fused operators (GroupQueryAttention with a shared KV buffer,
 # SkipSimplifiedLayerNormalization, packed QKV): measured 2.5x faster decode than quantizing the
-# optimum export alone. The standard model stays the optimum export, validated against torch.
-FAST_GRAPH = "fused-gqa"
+# optimum export alone. The standard model is that graph in FP32, validated against torch; the
+# fast model is the same graph with 8-bit weights.
+FUSED_GRAPH = "fused-gqa"
 TOOLS = (
     "onnxruntime-gpu",
     "onnxruntime",
     "onnx",
     "torch",
     "transformers",
-    "optimum",
-    "optimum-onnx",
     "gguf",
 )
 
@@ -134,7 +140,19 @@ def existing_build(name: str, scheme: NBitsScheme) -> dict[str, Manifest] | None
         return None
     ok = all(not check_files(model_dir(name) / v, m) for v, m in manifests.items())
     same_scheme = manifests["fast"].quantization == scheme.describe()
-    return manifests if ok and same_scheme else None
+    # A build from before the standard model moved to the fused graph, or whose hf/ tokenizer
+    # reads differently in transformers 5 (vLLM), is rebuilt.
+    fused = all(m.graph == FUSED_GRAPH for m in manifests.values())
+    return manifests if ok and same_scheme and fused and _pinned(model_dir(name)) else None
+
+
+def _pinned(target: Path) -> bool:
+    try:
+        config = json.loads((target / "hf" / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    pinned = (PINNED_TOKENIZER_CLASS, PINNED_INPUTS)
+    return (config.get("tokenizer_class"), config.get("model_input_names")) == pinned
 
 
 def _tool_versions() -> dict[str, str]:
@@ -164,7 +182,7 @@ def _manifest(
         family=cfg["model_type"],
         architecture=(cfg.get("architectures") or ["?"])[0],
         precision="int8-weight-only" if fast else "fp32",
-        graph=FAST_GRAPH if fast else "optimum",
+        graph=FUSED_GRAPH,
         eos_token_ids=facts.eos_token_ids,
         bos_policy=facts.bos_policy,
         bos_token_id=facts.bos_token_id,
@@ -206,13 +224,11 @@ def _build_into(
     with steps.step("tiny random Llama" if request.tiny else "convert to transformers FP32"):
         converted = make_tiny(source, hf_dir) if request.tiny else convert(source, hf_dir)
         check_family(converted.config["model_type"], hf_dir)
-    with steps.step("export standard model (ONNX FP32)"):
-        standard = export_fp32(hf_dir, work / "standard")
+    with steps.step("build standard model (fused graph, FP32)"):
+        standard = work / "standard" / MODEL_FILE
+        build_fused_graph(hf_dir, standard)
     with steps.step("build fast model (fused graph, 8-bit)"):
-        fused = work / "fused-fp32"
-        build_fused_graph(hf_dir, fused / MODEL_FILE)
-        fast = quantize_weights(fused / MODEL_FILE, work / "fast", request.scheme)
-        shutil.rmtree(fused)
+        fast = quantize_weights(standard, work / "fast", request.scheme)
     with steps.step("validate (greedy vs torch, agreement)"):
         figures = validate(hf_dir, standard, fast, _encoder(hf_dir, converted))
     with steps.step("write manifests"):
@@ -251,8 +267,8 @@ def _swap_in(work: Path, target: Path) -> None:
 
 @contextlib.contextmanager
 def _quiet_libraries() -> Iterator[None]:
-    """transformers/optimum/torch print pages of warnings that bury the progress bars."""
-    loggers = [logging.getLogger(n) for n in ("transformers", "optimum", "onnxruntime", "root")]
+    """transformers/torch print pages of warnings that bury the progress bars."""
+    loggers = [logging.getLogger(n) for n in ("transformers", "onnxruntime", "root")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)

@@ -48,6 +48,13 @@ class Converted:
     facts: TokenizerFacts
 
 
+# What the hf folder's tokenizer_config.json names: every reader then takes tokenizer.json as is.
+PINNED_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+# The generic class would also hand out token_type_ids, which generate() refuses for Llama
+# (`transformers serve` failed on every request).
+PINNED_INPUTS = ["input_ids", "attention_mask"]
+
+
 def _gguf_metadata(path: Path) -> dict[str, Any]:
     from gguf import GGUFReader
 
@@ -92,6 +99,30 @@ def _save_tokenizer(tokenizer: Any, facts: TokenizerFacts, out: Path) -> None:
     if facts.eos_token_ids:
         tokenizer.eos_token = tokenizer.convert_ids_to_tokens(facts.eos_token_ids[-1])
     tokenizer.save_pretrained(out)
+    _pin_tokenizer_json(out)
+
+
+def _pin_tokenizer_json(out: Path) -> None:
+    """Make tokenizer.json, as written, the whole tokenizer for every reader of the folder.
+
+    A GGUF-converted tokenizer is saved as "LlamaTokenizer" even when its vocabulary is
+    byte-level BPE (SmolLM2): transformers 4 reads tokenizer.json as it is for that class, but
+    transformers 5 (and so vLLM) rebuilds a SentencePiece-style pipeline around its vocabulary
+    and merges: other ids, and text decoded as `deff(x):returnx`. The generic class reads
+    tokenizer.json verbatim everywhere, as inference/tokenizer.py does.
+    """
+    path = out / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["tokenizer_class"] = PINNED_TOKENIZER_CLASS
+    config["clean_up_tokenization_spaces"] = False  # else transformers 4 turns "a , b" into "a, b"
+    config["model_input_names"] = PINNED_INPUTS
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    # transformers 4 saves the GGUF file it read the vocabulary from as "tokenizer.model".
+    spm = out / "tokenizer.model"
+    if spm.is_file():
+        with spm.open("rb") as handle:
+            if handle.read(4) == b"GGUF":
+                spm.unlink()
 
 
 def gguf_tokenizer(source: Source) -> tuple[Any, TokenizerFacts]:
@@ -145,7 +176,9 @@ def convert_hf(source: Source, out: Path) -> Converted:
     model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch.float32)
     eos = config.eos_token_id
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-    add_bos = bool(getattr(tokenizer, "add_bos_token", False))
+    # Ask the tokenizer itself: a generic fast tokenizer adds BOS in its post-processor only.
+    probe = tokenizer("a")["input_ids"]
+    add_bos = tokenizer.bos_token_id is not None and probe[:1] == [tokenizer.bos_token_id]
     facts = _facts(tokenizer, eos_ids, "always" if add_bos else "never", tokenizer.bos_token_id)
     return save_converted(model, tokenizer, facts, out)
 

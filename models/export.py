@@ -1,8 +1,7 @@
-"""HF directory -> ONNX graphs: the FP32 optimum export (standard) and weight-only 8-bit (fast)."""
+"""The fast model's weights: the standard model's FP32 graph with weight-only 8-bit MatMulNBits."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,28 +20,6 @@ class NBitsScheme:
 
     def describe(self) -> dict[str, object]:
         return {"method": "MatMulNBits", **asdict(self)}
-
-
-def export_fp32(hf_dir: Path, out_dir: Path) -> Path:
-    """optimum's text-generation-with-past export: inputs_ids/attention_mask/position_ids + KV."""
-    from optimum.exporters.onnx import main_export
-
-    staging = out_dir / "_optimum"
-    main_export(
-        str(hf_dir),
-        output=str(staging),
-        task="text-generation-with-past",
-        device="cpu",
-        do_validation=False,
-    )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / MODEL_FILE
-    (staging / MODEL_FILE).rename(target)
-    data = staging / f"{MODEL_FILE}_data"  # optimum writes this name for graphs over 2 GB
-    if data.exists():
-        data.rename(out_dir / data.name)
-    shutil.rmtree(staging)
-    return target
 
 
 def quantize_weights(src: Path, out_dir: Path, scheme: NBitsScheme = NBitsScheme()) -> Path:

@@ -13,6 +13,8 @@ from inference.graph import GraphSpec, forward, inspect_graph
 from inference.session import SessionConfig, create_session
 
 MIN_AGREEMENT = 0.95
+# The FP32 graph's NLL on the sample may differ from transformers' by float rounding only.
+MAX_NLL_GAP_FP32 = 0.005
 SAMPLE_FILE = "validation_sample.py.txt"
 MAX_SAMPLE_TOKENS = 512
 GREEDY_PROMPTS = (
@@ -33,6 +35,7 @@ class Agreement:
     top1_agreement: float
     nll_standard: float
     nll_fast: float
+    nll_torch: float | None = None
 
 
 def sample_text() -> str:
@@ -80,13 +83,18 @@ def onnx_greedy(path: Path, ids: list[int], steps: int) -> list[int]:
     return out
 
 
-def torch_greedy(hf_dir: Path, prompts: list[list[int]], steps: int) -> list[list[int]]:
+def torch_reference(
+    hf_dir: Path, prompts: list[list[int]], steps: int, sample: np.ndarray
+) -> tuple[list[list[int]], float]:
+    """transformers' greedy tokens for each prompt, and its NLL on the sample."""
     import torch
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     results = []
     with torch.no_grad():
+        logits = model(torch.tensor([sample.tolist()])).logits[0, :-1].numpy()
+        nll = _nll(logits, sample[1:])
         for ids in prompts:
             out = model.generate(
                 torch.tensor([ids]),
@@ -97,22 +105,28 @@ def torch_greedy(hf_dir: Path, prompts: list[list[int]], steps: int) -> list[lis
                 pad_token_id=0,
             )
             results.append(out[0, len(ids) :].tolist())
-    return results
+    return results, nll
 
 
 def validate(hf_dir: Path, standard: Path, fast: Path, encode: Any) -> dict[str, Any]:
     """Run both checks; raise ValidationError when either fails. Returns the figures."""
     prompts = [encode(p) for p in GREEDY_PROMPTS]
-    expected = torch_greedy(hf_dir, prompts, GREEDY_TOKENS)
-    got = [onnx_greedy(standard, ids, GREEDY_TOKENS) for ids in prompts]
+    ids = np.array(encode(sample_text())[:MAX_SAMPLE_TOKENS], dtype=np.int64)
+    expected, nll_torch = torch_reference(hf_dir, prompts, GREEDY_TOKENS, ids)
+    got = [onnx_greedy(standard, p, GREEDY_TOKENS) for p in prompts]
     same = sum(a == b for a, b in zip(expected, got, strict=True))
     if same != len(prompts):
         raise ValidationError(
             f"FP32 ONNX greedy tokens differ from transformers on {len(prompts) - same} of "
             f"{len(prompts)} prompts: the export is wrong"
         )
-    ids = np.array(encode(sample_text())[:MAX_SAMPLE_TOKENS], dtype=np.int64)
     figures = agreement(standard, fast, ids)
+    figures.nll_torch = round(nll_torch, 4)
+    if abs(figures.nll_standard - nll_torch) > MAX_NLL_GAP_FP32:
+        raise ValidationError(
+            f"FP32 ONNX NLL {figures.nll_standard:.4f} vs transformers {nll_torch:.4f} on "
+            f"{SAMPLE_FILE}: the graph is wrong"
+        )
     if figures.top1_agreement < MIN_AGREEMENT:
         raise ValidationError(
             f"fast model top-1 agreement {figures.top1_agreement:.3f} < {MIN_AGREEMENT} on "

@@ -18,7 +18,7 @@ from models.build import BuildError, BuildRequest, build
 from models.registry import list_models, verify
 from models.source import SourceError
 from models.tiny import TINY_NAME
-from models.validate import MIN_AGREEMENT
+from models.validate import MAX_NLL_GAP_FP32, MIN_AGREEMENT
 
 
 def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -51,10 +51,14 @@ def test_tiny_manifests_describe_both_models(tiny_model: Path) -> None:
         assert {0, 2} <= set(m.eos_token_ids)
         assert m.fim is None
         assert m.family == "llama" and m.num_layers == 2 and m.head_dim == 16
-        assert set(m.files) == {"model.onnx", "tokenizer.json"}
+        assert m.graph == "fused-gqa"  # both: the standard model is the same graph in FP32
+        # FP32 weights in the graph's data file; the 8-bit graph holds its weights inline.
+        data = {"model.onnx.data"} if m.variant == "standard" else set()
+        assert set(m.files) == {"model.onnx", "tokenizer.json"} | data
         assert m.validation["top1_agreement"] >= MIN_AGREEMENT
         assert m.validation["onnx_vs_torch_greedy"]["identical"] == 3
-        assert {"onnxruntime-gpu", "torch", "optimum"} & set(m.tools)
+        assert abs(m.validation["nll_standard"] - m.validation["nll_torch"]) <= MAX_NLL_GAP_FP32
+        assert {"onnxruntime-gpu", "torch"} & set(m.tools)
         for name, entry in m.files.items():
             assert sha256_file(tiny_model / m.variant / name) == entry.sha256
 
@@ -205,3 +209,39 @@ def test_real_models_are_built_and_valid(real_model: Path) -> None:
     assert standard.chat_template and "<|im_start|>" in standard.chat_template
     chat = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     assert render_chat(standard.chat_template, chat).endswith("<|im_start|>assistant\n")
+
+
+CODE_SAMPLES = (
+    "def f(x):\n    return x",
+    "    if n == 0:\n        return 1",
+    "# café ünïcode 日本\nx = {'a' : [1 , 2]}",
+)
+
+
+def _hf_tokenizer_agrees(hf: Path) -> None:
+    """The folder's tokenizer reads the same through `tokenizers` and transformers (as vLLM
+    and other consumers load it): same ids, exact round trips."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    config = json.loads((hf / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    raw = Tokenizer.from_file(str(hf / "tokenizer.json"))
+    auto = AutoTokenizer.from_pretrained(hf)
+    # What a Llama's generate() takes, no more (`transformers serve` passes all of it on).
+    assert set(auto("x = 1")) == {"input_ids", "attention_mask"}
+    for text in CODE_SAMPLES:
+        ids = raw.encode(text, add_special_tokens=False).ids
+        assert auto(text, add_special_tokens=False)["input_ids"] == ids
+        assert auto.decode(ids) == text
+        assert raw.decode(ids) == text
+    spm = hf / "tokenizer.model"
+    assert not spm.exists() or spm.read_bytes()[:4] != b"GGUF"
+
+
+def test_the_tiny_hf_folder_reads_the_same_everywhere(tiny_model: Path) -> None:
+    _hf_tokenizer_agrees(tiny_model / "hf")
+
+
+def test_the_real_hf_folder_reads_the_same_everywhere(real_model: Path) -> None:
+    _hf_tokenizer_agrees(real_model / "hf")

@@ -46,6 +46,7 @@ def test_neovim_shows_and_accepts_an_inline_completion(
         "fastModelPath": str(real_model / "fast"),
         "standardModelPath": str(real_model / "standard"),
         "debounceMs": 0,
+        "preloadStandard": True,
     }
     client_id = nvim.exec_lua(
         SETUP, SERVER, options, str(source), {"FASTCOMPLETE_HOME": SERVER_HOME}

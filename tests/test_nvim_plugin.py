@@ -116,6 +116,7 @@ def _editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: Path):
         "fastModelPath": str(model / "fast"),
         "standardModelPath": str(model / "standard"),
         "debounceMs": 0,
+        "preloadStandard": True,
     }
     editor.exec_lua(
         SETUP, str(PLUGIN), sys.executable, settings, {"FASTCOMPLETE_HOME": SERVER_HOME}

@@ -86,7 +86,10 @@ def transformers_server(real_model: Path) -> Iterator[str]:
         pytest.fail("transformers serve did not come up")
     yield url
     proc.terminate()
-    proc.wait(timeout=30)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:  # a generation thread that hangs keeps it alive
+        proc.kill()
 
 
 @pytest.mark.real_model
@@ -134,7 +137,8 @@ class Misbehaving(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         type(self).hits += 1
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).requests = [*type(self).requests, (self.path, json.loads(body or b"{}"))]
         if self.mode == "500":
             self.send_error(500)
             return
@@ -158,7 +162,7 @@ class Misbehaving(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def endpoint() -> Iterator[tuple[str, type[Misbehaving]]]:
-    handler = type("Handler", (Misbehaving,), {"mode": "ok", "hits": 0})
+    handler = type("Handler", (Misbehaving,), {"mode": "ok", "hits": 0, "requests": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -215,6 +219,25 @@ def test_completions_stay_local_unless_asked(endpoint, tiny_model: Path) -> None
     assert handler.hits == 0
     engine = _engine(tiny_model, url, completions=True)
     assert engine.generate(Task.COMPLETION, "x = ", CONFIG, fast_mode=False).variant == REMOTE
+    # The server's own prompt as it is, to /completions: no chat template around it.
+    path, body = handler.requests[-1]
+    assert path == "/v1/completions" and body["prompt"] == "x = " and "messages" not in body
+    one_line = GenerationConfig(max_new_tokens=8, stop_at_newline=True, deadline_s=1.5)
+    engine.generate(Task.COMPLETION, "y = ", one_line, fast_mode=False)
+    assert handler.requests[-1][1]["stop"] == ["\n"]
+    engine.generate(Task.EXPLAIN, "x", CONFIG, messages=CHAT)
+    assert handler.requests[-1][0] == "/v1/chat/completions"
+
+
+def test_a_down_remote_leaves_completions_to_the_fast_model_at_once(tiny_model: Path) -> None:
+    engine = _engine(tiny_model, f"http://127.0.0.1:{_free_port()}/v1", completions=True)
+    engine.load("fast")
+    one_line = GenerationConfig(max_new_tokens=8, stop_at_newline=True, deadline_s=1.5)
+    started = time.monotonic()
+    result = engine.generate(Task.COMPLETION, "x = ", one_line, fast_mode=False)
+    assert result.variant == "fast" or result.variant == STANDARD
+    assert result.fallback and "remote" in result.fallback_reason
+    assert time.monotonic() - started < 5  # no retries, no backoff for a keystroke
 
 
 def test_remote_settings_are_validated() -> None:

@@ -39,6 +39,7 @@ def model_options(root: Path, **extra: Any) -> dict[str, Any]:
         "fastModelPath": str(root / "fast"),
         "standardModelPath": str(root / "standard"),
         "debounceMs": 0,
+        "preloadStandard": True,  # most tests use both models; test_lazy_standard does not
         **extra,
     }
 
