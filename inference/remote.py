@@ -5,8 +5,9 @@ Streaming chat completions (`/chat/completions`, for explain and refactor) and r
 completions (`/completions`, for code completion: the server's own prompt, FIM form when the
 remote model's template is configured), as server-sent events, with a cancel flag checked per
 chunk (the connection is closed, which stops the generation on vLLM and its peers), timeouts,
-retries with exponential backoff before any text has arrived, and a daily token quota. The API key is read from the environment variable the settings name and never
-appears in a message or a log.
+retries with exponential backoff before any text has arrived, and a daily token quota. The API
+key is read from the environment variable the settings name and never appears in a message or a
+log.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class Settings:
     # When to look again at an accepted suggestion, counting how much of it the user kept
     # (stats' acceptance.retention; local only).
     retentionChecksS: tuple[int, ...] = RETENTION_CHECKS_S
-    # Memory (read at start-up): the standard model (~0.7 GB) loads on first use (explain,
+    # Memory (read at start-up): the standard model (~0.5 GB) loads on first use (explain,
     # refactor, fast mode off, a fallback) unless preloaded; each model's KV cache is bounded.
     preloadStandard: bool = False
     kvCacheMB: int = 768

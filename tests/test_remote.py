@@ -229,6 +229,18 @@ def test_completions_stay_local_unless_asked(endpoint, tiny_model: Path) -> None
     assert handler.requests[-1][0] == "/v1/chat/completions"
 
 
+def test_a_slow_remote_leaves_a_completion_half_its_deadline(endpoint, tiny_model: Path) -> None:
+    url, handler = endpoint
+    handler.mode = "slow"  # 4 s before the first byte
+    engine = _engine(tiny_model, url, completions=True, timeout_s=20.0)
+    one_line = GenerationConfig(max_new_tokens=8, stop_at_newline=True, deadline_s=1.5)
+    started = time.monotonic()
+    result = engine.generate(Task.COMPLETION, "x = ", one_line, fast_mode=False)
+    assert result.variant != REMOTE and "remote" in result.fallback_reason
+    assert handler.hits == 1  # no retry
+    assert time.monotonic() - started < 3.5  # 0.75 s for the remote, then the local model
+
+
 def test_a_down_remote_leaves_completions_to_the_fast_model_at_once(tiny_model: Path) -> None:
     engine = _engine(tiny_model, f"http://127.0.0.1:{_free_port()}/v1", completions=True)
     engine.load("fast")
