@@ -316,11 +316,15 @@ class CompletionService:
 
     async def _load_on_first_use(self, variant: str) -> bool:
         assert self.engine is not None
-        log.info("loading the %s model (first use)", variant)
+        # The status bar says so: a person who just switched models sees why the next
+        # suggestions still come from the model already loaded.
+        self.set_state("loading", f"loading the {variant} model (first use)")
         try:
             await self.in_model_thread(self.engine.load, variant)
+            self.set_state("ready", f"{variant} model ready")
             return True
         except ModelLoadError as exc:
+            self.set_state("ready", f"{variant} model unavailable")
             self.tell_once(f"fastcomplete: {variant} model: {exc}", "error")
             return False
         finally:

@@ -17,12 +17,19 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from inference.generate import Finish, GenerationConfig
 from inference.remote import RemoteConfig, RemoteModel
-from tests.lsp.helpers import command, config, inline, model_options, open_doc, start
+from tests.lsp.helpers import (
+    command,
+    config,
+    explain_reports,
+    inline,
+    model_options,
+    open_doc,
+    start,
+)
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow, pytest.mark.vllm]
 
@@ -180,13 +187,7 @@ async def test_completions_and_explanations_come_from_vllm_through_the_lsp(
     selection = {"start": {"line": 0, "character": 0}, "end": {"line": 3, "character": 0}}
     result = await command(client, "fastcomplete.explain", {"uri": URI, "range": selection})
     assert result["model"] == f"remote/{SERVED_NAME}" and result["markdown"].strip()
-    reports = [
-        v
-        for token, values in client.progress_reports.items()
-        if "explain" in str(token)
-        for v in values
-        if isinstance(v, types.WorkDoneProgressReport)
-    ]
+    reports = explain_reports(client)
     assert len(reports) >= 3, "the explanation was not streamed"
     stats = await command(client, "fastcomplete.stats")
     assert stats["models"][f"remote/{SERVED_NAME}"]["requests"] >= 2

@@ -11,6 +11,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,28 @@ def _binary() -> Path:
     return path
 
 
+@contextmanager
+def _workbench(
+    browser: Any, tmp: Path, files: dict[str, str], settings: dict[str, Any]
+) -> Iterator[Session]:
+    """VS Code on a fresh workspace holding `files`, with the first file open. The server it
+    starts (through the extension) gets `settings` and a home of its own."""
+    workspace = tmp / "project"
+    workspace.mkdir()
+    for name, text in files.items():
+        (workspace / name).write_text(text, encoding="utf-8")
+    settings = {"fastcomplete.serverPath": str(venv_bin() / "fastcomplete"), **settings}
+    env = server_env(tmp / "home", venv_bin())
+    with (
+        code_server(_binary(), tmp, workspace, settings, env) as server,
+        browser_page(browser) as page,
+    ):
+        page.goto(server.url)
+        page.wait_for_selector(".monaco-workbench", timeout=120_000)
+        open_file(page, next(iter(files)))
+        yield Session(page, workspace)
+
+
 def _ready(session: Session) -> None:
     wait_for(lambda: session.status().startswith("fast"), 120, "the fast model to be ready")
 
@@ -173,14 +196,7 @@ def browser() -> Iterator[Any]:
 def vscode(
     browser: Any, real_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Session]:
-    binary = _binary()
-    tmp = tmp_path_factory.mktemp("vscode")
-    workspace = tmp / "project"
-    workspace.mkdir()
-    for name, text in (("add.py", ADD), ("counter.py", COUNTER), ("stats.py", MEAN)):
-        (workspace / name).write_text(text, encoding="utf-8")
     settings = {
-        "fastcomplete.serverPath": str(venv_bin() / "fastcomplete"),
         "fastcomplete.retentionChecksS": RETENTION_S,
         "fastcomplete.debug": True,  # the server log shows each completion, should one fail
         # The real models, with a home of the server's own: no completion or explanation
@@ -188,15 +204,8 @@ def vscode(
         "fastcomplete.fastModelPath": str(real_model / "fast"),
         "fastcomplete.standardModelPath": str(real_model / "standard"),
     }
-    env = server_env(tmp / "home", venv_bin())
-    with (
-        code_server(binary, tmp, workspace, settings, env) as server,
-        browser_page(browser) as page,
-    ):
-        page.goto(server.url)
-        page.wait_for_selector(".monaco-workbench", timeout=120_000)
-        session = Session(page, workspace)
-        open_file(page, "add.py")
+    files = {"add.py": ADD, "counter.py": COUNTER, "stats.py": MEAN}
+    with _workbench(browser, tmp_path_factory.mktemp("vscode"), files, settings) as session:
         _ready(session)
         yield session
 
@@ -295,11 +304,14 @@ def test_status_bar_click_switches_the_model(vscode: Session) -> None:
     assert vscode.status().startswith("fast")
     vscode.page.locator("footer .statusbar-item", has_text="fast").first.click()
     wait_for(lambda: vscode.status().startswith("standard"), 30, "the switch to standard")
+    # The standard model loads on first use (the status bar spins meanwhile; until it is ready
+    # the fast model answers): the next completion after that comes from it.
+    wait_for(lambda: "standard" in vscode.stats()["kv_cache_bytes"], 120, "the standard model")
     vscode.open("add.py")
     vscode.go_to(1, end=False)
     vscode.page.keyboard.press("Home")
     vscode.page.keyboard.type("# ")
-    ghost = vscode.ghost(120)  # the standard model loads on first use
+    ghost = vscode.ghost(60)
     vscode.page.keyboard.press("Tab")
     stats = wait_for(
         lambda: (
@@ -345,25 +357,13 @@ def test_explain_selection_streams_into_the_view(vscode: Session) -> None:
 def test_a_missing_model_is_one_clear_message_and_the_editor_stays_usable(
     browser: Any, tmp_path: Path
 ) -> None:
-    binary = _binary()
-    workspace = tmp_path / "project"
-    workspace.mkdir()
-    (workspace / "add.py").write_text(ADD, encoding="utf-8")
     missing = tmp_path / "no-such-model"
     settings = {
-        "fastcomplete.serverPath": str(venv_bin() / "fastcomplete"),
         "fastcomplete.fastModelPath": str(missing / "fast"),
         "fastcomplete.standardModelPath": str(missing / "standard"),
     }
-    env = server_env(tmp_path / "home", venv_bin())
-    with (
-        code_server(binary, tmp_path, workspace, settings, env) as server,
-        browser_page(browser) as page,
-    ):
-        page.goto(server.url)
-        page.wait_for_selector(".monaco-workbench", timeout=120_000)
-        session = Session(page, workspace)
-        open_file(page, "add.py")
+    with _workbench(browser, tmp_path, {"add.py": ADD}, settings) as session:
+        page = session.page
         toasts = page.locator(".notifications-toasts .notification-list-item-message")
         wait_for(lambda: any("fastcomplete" in t for t in toasts.all_inner_texts()), 60, "a toast")
         time.sleep(2)  # time for any further messages to arrive

@@ -80,6 +80,17 @@ async def command(client: LanguageClient, name: str, *args: Any) -> Any:
     )
 
 
+def explain_reports(client: LanguageClient) -> list[types.WorkDoneProgressReport]:
+    """The progress reports an explanation streamed, in order."""
+    return [
+        v
+        for token, values in client.progress_reports.items()
+        if "explain" in str(token)
+        for v in values
+        if isinstance(v, types.WorkDoneProgressReport)
+    ]
+
+
 async def wait_ready(client: LanguageClient, timeout: float = 120.0) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

@@ -20,6 +20,7 @@ from lsp_server.syntax import syntax_issues
 from tests.lsp.helpers import (
     command,
     config,
+    explain_reports,
     inline,
     insert,
     model_options,
@@ -148,13 +149,7 @@ async def test_explain_streams_progress_from_the_standard_model(client: Language
     selection = {"start": {"line": 4, "character": 0}, "end": {"line": 8, "character": 23}}
     result = await command(client, "fastcomplete.explain", {"uri": URI, "range": selection})
     assert result["model"] == "smollm2-135m/standard" and result["markdown"].strip()
-    reports = [
-        v
-        for token, values in client.progress_reports.items()
-        if "explain" in str(token)
-        for v in values
-        if isinstance(v, types.WorkDoneProgressReport)
-    ]
+    reports = explain_reports(client)
     assert len(reports) >= 3, "explanation was not streamed"
     assert reports[-1].message == result["markdown"]
 
