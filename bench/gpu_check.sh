@@ -2,8 +2,10 @@
 # The CUDA path in one prepared run, for a machine with an NVIDIA GPU:
 #   bash bench/gpu_check.sh            # exits 2 at once, saying so, where there is no GPU
 # 1. no GPU -> say so, exit 2 (before installing anything);
-# 2. the project's venv (make install) and onnxruntime-gpu's CUDA 12 / cuDNN 9 libraries from PyPI
-#    (its `cuda,cudnn` extras: the nvidia-* wheels) or, offline, from wheels in $GPU_WHEELS;
+# 2. the project's venv (make install; or $GPU_PYTHON, a python that already has the project's
+#    runtime dependencies, e.g. on a machine that reaches no registry) and onnxruntime-gpu's
+#    CUDA 12 / cuDNN 9 libraries from PyPI (its `cuda,cudnn` extras: the nvidia-* wheels) or,
+#    offline, from wheels in $GPU_WHEELS;
 # 3. the models: built with `fastcomplete models build` unless $FASTCOMPLETE_HOME has them;
 # 4. bench/gpu_check.py: providers per session, nodes per provider (no compute node silently on
 #    the CPU), the KV buffers' device (IOBinding), prefill and decode at 256/1024/4096;
@@ -20,9 +22,13 @@ if ! { [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; }; then
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 
-make install >/dev/null
-py=.venv/bin/python
-ort_version=$($py -c 'import importlib.metadata as m; print(m.version("onnxruntime-gpu"))')
+if [ -n "${GPU_PYTHON:-}" ]; then
+  py=$GPU_PYTHON
+else
+  make install >/dev/null
+  py=.venv/bin/python
+fi
+ort_version=$(grep -o 'onnxruntime-gpu==[0-9.]*' pyproject.toml | cut -d= -f3)
 if [ -n "${GPU_WHEELS:-}" ]; then
   $py -m pip install --quiet --no-index --find-links "$GPU_WHEELS" "onnxruntime-gpu[cuda,cudnn]==$ort_version"
 else
@@ -30,7 +36,7 @@ else
 fi
 $py -c 'import onnxruntime as ort; ort.preload_dlls(); print("onnxruntime", ort.__version__, ort.get_available_providers())'
 
-.venv/bin/fastcomplete models build
+$py -m lsp_server.cli models build
 PYTHONUNBUFFERED=1 $py -m bench.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.txt"
 PYTHONUNBUFFERED=1 $py -m bench.typing --json "$out/typing.json" 2>&1 | tee "$out/typing.txt"
 echo "gpu_check: done; output in $out"
