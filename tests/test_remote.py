@@ -20,9 +20,10 @@ import pytest
 
 from inference.engine import Engine, EngineConfig
 from inference.generate import GenerationConfig
+from inference.manifest import FimTemplate
 from inference.remote import RemoteConfig
 from inference.router import REMOTE, STANDARD, Task
-from lsp_server.settings import Settings, merge
+from lsp_server.settings import Settings, merge, remote_config
 
 CHAT = [{"role": "user", "content": "What does `len([1, 2, 3])` return?"}]
 CONFIG = GenerationConfig(max_new_tokens=16)
@@ -261,3 +262,11 @@ def test_remote_settings_are_validated() -> None:
     assert "http" in errors[0]
     _, errors = merge(Settings(), {"remote": {"url": "http://x/v1", "model": "m", "retries": "2"}})
     assert "remote.retries must be a int" in errors[0]
+    fim = {"prefix": "<fim_prefix>", "suffix": "<fim_suffix>", "middle": "<fim_middle>"}
+    ok, errors = merge(Settings(), {"remote": {"url": "http://x/v1", "model": "m", "fim": fim}})
+    assert errors == [] and remote_config(ok.remote).fim == FimTemplate(**fim)
+    for bad in ({"prefix": "<p>"}, {**fim, "middle": ""}, {**fim, "extra": "x"}):
+        kept, errors = merge(ok, {"remote": {"url": "http://x/v1", "model": "m", "fim": bad}})
+        assert "remote.fim must be" in errors[0] and kept.remote == ok.remote
+    kept, errors = merge(Settings(), {"kvCacheMB": 8, "preloadStandard": "yes"})
+    assert len(errors) == 2 and (kept.kvCacheMB, kept.preloadStandard) == (768, False)
