@@ -26,20 +26,18 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from bench.lsp_replay import ask_inline, did_open, percentile, start_server, stop_server
+from bench.lsp_replay import (
+    ask_inline,
+    did_open,
+    percentile,
+    rss_mb,
+    server_process,
+    start_server,
+    stop_server,
+)
 
 ASK_EVERY_S = 0.4
 FILE = "argparse.py"
-
-
-def _peak_rss_mb(pid: int) -> float | None:
-    try:
-        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if row.startswith("VmHWM:"):
-                return int(row.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 async def _ask(served, uri: str, lines: list[str], n: int, tag: str) -> list[float]:
@@ -81,8 +79,8 @@ async def main() -> None:
         k += 1
     built_s = time.perf_counter() - started
     after = await _ask(served, uri, lines, max(args.n, len(during)), "after")
-    process = getattr(client, "_server", None)
-    rss = _peak_rss_mb(process.pid) if process is not None else None
+    process = server_process(client)
+    rss = rss_mb(process.pid) if process is not None else None
     stats = await stop_server(served)
     stored = sum(f.stat().st_size for f in Path(served.home, "index").glob("*.json"))
     index = stats["index"]

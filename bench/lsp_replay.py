@@ -38,6 +38,23 @@ class Served:
     drain: asyncio.Task | None = None
 
 
+def server_process(client: DemoClient) -> Any:
+    """The `fastcomplete serve` subprocess behind a pygls client (pygls keeps it private), or
+    None: the one place the benchmarks reach for it."""
+    return getattr(client, "_server", None)
+
+
+def rss_mb(pid: int, field: str = "VmHWM") -> float | None:
+    """A process's memory from /proc, in MB: VmHWM (peak RSS) or VmRSS (now)."""
+    try:
+        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if row.startswith(field + ":"):
+                return round(int(row.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
 async def start_server(
     settings: dict[str, Any], prefix: str, workspace: Path | None = None
 ) -> Served:
@@ -56,7 +73,7 @@ async def start_server(
     await client.start_io(sys.executable, "-m", "lsp_server.cli", "serve", env=env)
     served = Served(client, home)
     # The server logs to a stderr pipe nobody else reads: a full pipe would stall it mid-run.
-    process = getattr(client, "_server", None)
+    process = server_process(client)
     if process is not None and process.stderr is not None:
         served.drain = asyncio.create_task(_drain(process.stderr, served.stderr))
     folders = [types.WorkspaceFolder(workspace.as_uri(), workspace.name)] if workspace else None

@@ -23,6 +23,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from bench.lsp_replay import rss_mb, server_process
 from inference.paths import DEFAULT_MODEL, model_dir
 from lsp_server.demo import DemoClient, client_capabilities
 
@@ -35,13 +36,6 @@ ASK_EVERY_S = 0.05
 TIMEOUT_S = 180.0
 
 
-def rss_mb(pid: int, field: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
-
-
 async def one_start(preload: bool) -> dict[str, Any]:
     root = model_dir(DEFAULT_MODEL)
     home = tempfile.mkdtemp(prefix="fastcomplete-startup-")
@@ -50,7 +44,7 @@ async def one_start(preload: bool) -> dict[str, Any]:
     started = time.perf_counter()
     env = {**os.environ, "FASTCOMPLETE_HOME": home}
     await client.start_io(sys.executable, "-m", "lsp_server.cli", "serve", env=env)
-    pid = client._server.pid  # the asyncio subprocess pygls started
+    pid = server_process(client).pid
     await client.initialize_async(
         types.InitializeParams(
             capabilities=client_capabilities(),
