@@ -90,6 +90,22 @@ def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
     return load
 
 
+def _healed(model: Model, ids: list[int], config: GenerationConfig) -> tuple[list[int], GenerationConfig]:
+    """Token healing at the cursor (inference/healing.py). In a FIM prompt the cursor is where
+    the prefix ends, before the suffix token: the prefix is backed off there, and the suffix and
+    middle token follow it unchanged."""
+    if not config.heal or config.constraint:
+        return ids, config
+    cut = len(ids)
+    fim = model.manifest.fim
+    if fim is not None:
+        suffix_id = model.tokenizer.special_id(fim.suffix)
+        if suffix_id is not None and suffix_id in ids:
+            cut = ids.index(suffix_id)
+    healed = heal(ids[:cut], model.tokenizer)
+    return healed.ids + ids[cut:], replace(config, constraint=healed.prefix)
+
+
 class Engine:
     def __init__(self, config: EngineConfig = EngineConfig()) -> None:
         self.config = config
@@ -210,9 +226,7 @@ class Engine:
         on_text: Callable[[str], None] | None,
         pause: Callable[[], None] | None = None,
     ) -> EngineResult:
-        if config.heal and not config.constraint:
-            healed = heal(ids, model.tokenizer)
-            ids, config = healed.ids, replace(config, constraint=healed.prefix)
+        ids, config = _healed(model, ids, config)
         mid = model.model_id
         self.metrics.count(mid, "requests")
         key = cache_key(mid, model.manifest.precision, ids, config.cache_key)
@@ -293,9 +307,16 @@ class Engine:
         )
 
     def warm(
-        self, route: Route, prompt: str, tokens: Tokens | None, cancel: threading.Event
+        self,
+        route: Route,
+        prompt: str,
+        tokens: Tokens | None,
+        cancel: threading.Event,
+        heal: bool = False,
     ) -> int:
         """Prefill `prompt` into the KV cache of the model that would serve `route` (idle time).
+        `heal`: the request will heal it (GenerationConfig.heal): prefill what it will run, so
+        that a FIM prompt's suffix, which follows the healed point, is cached too.
 
         Returns how many tokens were computed (0 when already cached). Not counted as a request.
         """
@@ -306,6 +327,7 @@ class Engine:
             ids = list(tokens.ids)
         else:
             ids = model.tokenizer.encode(prompt)
+        ids, _ = _healed(model, ids, GenerationConfig(heal=heal))
         config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK)
         result = Generation(model, ids, config, cancel).run()
         if result.finish is not Finish.CANCELLED:

@@ -22,6 +22,15 @@ class FimTemplate:
     suffix: str
     middle: str
     order: str = "psm"  # prefix-suffix-middle, the order StarCoder and Qwen-Coder were trained on
+    pad: str | None = None  # `<|fim_pad|>`: never text
+    # Qwen2.5-Coder's repository-level format: `<|repo_name|>name` then `<|file_sep|>path` files.
+    repo_name: str | None = None
+    file_sep: str | None = None
+
+    def tokens(self) -> tuple[str, ...]:
+        """Every special token of the template (none of them is ever text for the editor)."""
+        extras = (self.pad, self.repo_name, self.file_sep)
+        return (self.prefix, self.suffix, self.middle, *(t for t in extras if t))
 
 
 @dataclass

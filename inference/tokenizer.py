@@ -26,6 +26,14 @@ class Tokenizer:
         """The decoded text of one token alone (byte-level tokens may be partial UTF-8)."""
         return self._tok.decode([token_id], skip_special_tokens=False)
 
+    def special_id(self, text: str) -> int | None:
+        """The id of an added special token spelled `text` (None: it is not one)."""
+        return self._specials.get(text)
+
+    @cached_property
+    def _specials(self) -> dict[str, int]:
+        return {t.content: i for i, t in self._tok.get_added_tokens_decoder().items() if t.special}
+
     @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size()

@@ -19,11 +19,13 @@ def _models_build(args: argparse.Namespace) -> int:
 
     request = BuildRequest(
         name=args.name,
+        model=args.model,
         from_gguf=args.from_gguf,
         from_hf=args.from_hf,
         tiny=args.tiny,
         force=args.force,
         block_size=args.block_size,
+        bits=args.bits,
     )
     result = build(request, quiet=args.quiet)
     if not result.built:
@@ -39,14 +41,36 @@ def _models_build(args: argparse.Namespace) -> int:
 
 
 def _models_list(args: argparse.Namespace) -> int:
+    from models.catalogue import CATALOGUE
     from models.registry import list_models
 
     statuses = list_models()
+    built = {s.name for s in statuses}
+    if args.json and args.catalogue:
+        catalogue = [
+            {
+                "name": e.name,
+                "summary": e.summary,
+                "download_bytes": e.download_bytes,
+                "wheels": len(e.wheels),
+                "fim": e.fim,
+                "license": e.license,
+                "built": e.name in built,
+            }
+            for e in CATALOGUE.values()
+        ]
+        print(json.dumps(catalogue, indent=2))
+        return 0
     if args.json:
         print(json.dumps([s.to_json() for s in statuses], indent=2))
         return 0
+    print("can be built (fastcomplete models build --model NAME):")
+    for e in CATALOGUE.values():
+        mark = "built" if e.name in built else f"{e.download_bytes / 1e6:.0f} MB download"
+        print(f"  {e.name:<20} {mark:<18} {e.summary}")
+    print("built:")
     if not statuses:
-        print("no models built yet: run `fastcomplete models build`")
+        print("  no models built yet: run `fastcomplete models build`")
     for s in statuses:
         info = s.to_json()
         size = f"{info['size_bytes'] / 1e6:.0f} MB" if info["size_bytes"] else "?"
@@ -111,7 +135,7 @@ def _complete(args: argparse.Namespace) -> int:
     if plan.prompt.strip() and not args.cold:
         # An editor warms the prompt where the cursor rests before the user asks.
         started = time.perf_counter()
-        engine.warm(plan.route, plan.prompt, plan.tokens, threading.Event())
+        engine.warm(plan.route, plan.prompt, plan.tokens, threading.Event(), plan.config.heal)
         warm_ms = round((time.perf_counter() - started) * 1000, 1)
     done = run_completion(engine, plan, text, language_id, cancel=threading.Event())
     result = done.result
@@ -249,6 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b = models.add_parser("build", help="build the standard (FP32) and fast (INT8) models")
     src = b.add_mutually_exclusive_group()
+    src.add_argument(
+        "--model",
+        metavar="NAME",
+        help=f"a catalogue model (`models list`); default {DEFAULT_MODEL}",
+    )
     src.add_argument("--from-gguf", type=Path, metavar="FILE", help="a Llama-family GGUF file")
     src.add_argument("--from-hf", type=Path, metavar="DIR", help="a Hugging Face model folder")
     src.add_argument("--tiny", action="store_true", help="a tiny random model for tests")
@@ -262,11 +291,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="fast model's 8-bit block size: 32 (default) keeps the most quality, 128 prefills "
         "~25%% faster",
     )
+    b.add_argument(
+        "--bits",
+        type=int,
+        choices=(8, 4),
+        default=NBitsScheme.bits,
+        help="fast model's weight bits: 8 (default) or 4 (smaller, lower agreement)",
+    )
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.set_defaults(func=_models_build)
 
     lst = models.add_parser("list", help="list built models")
-    lst.add_argument("--json", action="store_true")
+    lst.add_argument("--json", action="store_true", help="the built models as JSON")
+    lst.add_argument(
+        "--catalogue", action="store_true", help="with --json: what can be built instead"
+    )
     lst.set_defaults(func=_models_list)
 
     ver = models.add_parser("verify", help="check sha256s and run one forward pass")

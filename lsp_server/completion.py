@@ -140,6 +140,7 @@ def plan_completion(
     budget_tokens: int | None = None,
     step_lines: int = WINDOW_STEP_LINES,
     candidates: int = 1,
+    repo: str = "",
 ) -> CompletionPlan:
     """Raises PositionError for a position outside the document. `tree`: `text` parsed.
     `budget_tokens`: the prompt's budget (default: the contextTokens setting). `candidates`:
@@ -163,6 +164,7 @@ def plan_completion(
             tree=tree,
             above=above,
             step_lines=step_lines,
+            repo=repo,
         )
         prompt, in_string = ctx.prompt, ctx.in_string_or_comment
     else:
@@ -211,6 +213,7 @@ def plan_for_engine(
     above: AboveWindow | None = None,
     prefill_budget_s: float | None = None,
     candidates: int = 1,
+    repo: str = "",
 ) -> CompletionPlan:
     """The plan with its route decided and its prompt encoded once, by the model that serves
     first on that route (its tokenizer counts the budget; its FIM template shapes the prompt).
@@ -238,6 +241,7 @@ def plan_for_engine(
             options=options,
             tree=tree,
             candidates=candidates,
+            repo=repo,
             **shape,  # type: ignore[arg-type]
         )
         tokens = None

@@ -21,6 +21,10 @@ from inference.manifest import FimTemplate
 from lsp_server.syntax import parse
 
 WINDOW_STEP_LINES = 64
+# The code after the cursor in a FIM prompt: whole lines, up to this many tokens. It follows the
+# cursor in the prompt, so every keystroke prefills it again (measured in the README, "FIM").
+FIM_SUFFIX_TOKENS = 128
+FIM_SUFFIX_MAX_LINES = 40
 MAX_CHARS_PER_TOKEN = 6  # generous for code: beyond this a window is cut inside a line
 COMMENT = {"python": "#", "ruby": "#", "shellscript": "#", "yaml": "#", "toml": "#", "r": "#"}
 C_LIKE = (
@@ -205,15 +209,69 @@ def build_context(
     tree: Tree | None = None,
     above: AboveWindow | None = None,
     step_lines: int = WINDOW_STEP_LINES,
+    repo: str = "",
 ) -> Context:
     """`header`: how the file's path is given: "comment" (`# pkg/mod.py`), "filename" (the
-    `<filename>` token StarCoder-style training data uses) or "none". `tree`: `text` already
-    parsed (the document's incrementally kept tree); parsed here when not given. `above`:
-    remembers what lies above the window across keystrokes (see AboveWindow). `step_lines`:
-    how far the window's start moves at a time (small for a short prompt)."""
+    `<filename>` token StarCoder-style training data uses) or "none"; a FIM template with
+    Qwen2.5-Coder's repository tokens gets its repository-level format instead (`repo`: the
+    workspace's name). `tree`: `text` already parsed (the document's incrementally kept tree);
+    parsed here when not given. `above`: remembers what lies above the window across
+    keystrokes (see AboveWindow). `step_lines`: how far the window's start moves at a time
+    (small for a short prompt)."""
     lines = text[:offset].split("\n")
     cursor_line = len(lines) - 1  # from the text itself: lone CRs would shift an LSP line number
     marker = comment_marker(language_id)
+    repo_level = fim is not None and fim.file_sep is not None
+    if repo_level:
+        fixed = _repo_files(fim, repo, snippets, path)
+    else:
+        fixed = _commented_files(marker, snippets, path, header)
+    if tree is None:
+        tree = parse(language_id, text)
+    cursor_byte = len(text[:offset].encode("utf-8"))
+    budget = budget_tokens - count_tokens(fixed)
+    suffix = ""
+    if fim is not None:
+        suffix = fim_suffix(
+            text[offset:], min(FIM_SUFFIX_TOKENS, max(0, budget // 4)), count_tokens
+        )
+        budget -= count_tokens(suffix)
+    start = window_start(lines, cursor_line, budget, count_tokens, step_lines)
+    window_offset = sum(len(r) + 1 for r in lines[:start])
+    outside = ""
+    if tree is not None and start > 0:
+        above_text = text[:window_offset]
+
+        def compute() -> tuple[list[str], list[str]]:
+            # Only on a miss: encoding the whole document is not a per-keystroke cost.
+            window_byte = len(above_text.encode("utf-8"))
+            return _outside_window(tree, text.encode("utf-8"), window_byte)
+
+        imports, headers = above.get(language_id, above_text, compute) if above else compute()
+        outside = "".join(f"{s}\n" for s in [*imports, *headers])
+        if not outside or count_tokens(outside) >= budget // 4:
+            outside = ""
+    window = text[window_offset:offset]
+    if len(window) > budget * MAX_CHARS_PER_TOKEN:
+        # One enormous line (minified code, data): the budget counts whole lines, so cut inside it.
+        window = window[-budget * MAX_CHARS_PER_TOKEN :]
+    line_prefix = lines[-1]
+    in_string = tree is not None and _in_string_or_comment(tree.root_node, cursor_byte, line_prefix)
+    if repo_level:
+        body, after = _plain(outside + window, fim), _plain(suffix, fim)
+        prompt = f"{fixed}{fim.prefix}{body}{fim.suffix}{after}{fim.middle}"
+    elif fim is not None:
+        body = _plain(fixed + outside + window, fim)
+        prompt = f"{fim.prefix}{body}{fim.suffix}{_plain(suffix, fim)}{fim.middle}"
+    else:
+        prompt = fixed + outside + window
+    return Context(prompt, start, in_string)
+
+
+def _commented_files(
+    marker: str | None, snippets: Sequence[Snippet], path: str, header: str
+) -> str:
+    """Other files' snippets as comments, then the file's path (a model without FIM tokens)."""
     parts: list[str] = []
     for snip in snippets:
         body = (
@@ -226,37 +284,40 @@ def build_context(
         parts.append(f"{marker} {path}\n")
     elif header == "filename" and path:
         parts.append(f"<filename>{path}\n")
-    fixed = "".join(parts)
-    if tree is None:
-        tree = parse(language_id, text)
-    cursor_byte = len(text[:offset].encode("utf-8"))
-    budget = budget_tokens - count_tokens(fixed)
-    suffix = ""
-    if fim is not None:
-        suffix = text[offset:][: max(0, budget // 4) * 3]
-        budget -= count_tokens(suffix)
-    start = window_start(lines, cursor_line, budget, count_tokens, step_lines)
-    window_offset = sum(len(r) + 1 for r in lines[:start])
-    if tree is not None and start > 0:
-        above_text = text[:window_offset]
+    return "".join(parts)
 
-        def compute() -> tuple[list[str], list[str]]:
-            # Only on a miss: encoding the whole document is not a per-keystroke cost.
-            window_byte = len(above_text.encode("utf-8"))
-            return _outside_window(tree, text.encode("utf-8"), window_byte)
 
-        imports, headers = above.get(language_id, above_text, compute) if above else compute()
-        outside = "".join(f"{s}\n" for s in [*imports, *headers])
-        if outside and count_tokens(outside) < budget // 4:
-            fixed += outside
-    window = text[window_offset:offset]
-    if len(window) > budget * MAX_CHARS_PER_TOKEN:
-        # One enormous line (minified code, data): the budget counts whole lines, so cut inside it.
-        window = window[-budget * MAX_CHARS_PER_TOKEN :]
-    line_prefix = lines[-1]
-    in_string = tree is not None and _in_string_or_comment(tree.root_node, cursor_byte, line_prefix)
-    if fim is not None:
-        prompt = f"{fim.prefix}{fixed}{window}{fim.suffix}{suffix}{fim.middle}"
-    else:
-        prompt = fixed + window
-    return Context(prompt, start, in_string)
+def _repo_files(fim: FimTemplate, repo: str, snippets: Sequence[Snippet], path: str) -> str:
+    """Qwen2.5-Coder's repository-level format: the repository's name, each snippet as a file of
+    its own, then the current file's path; its FIM part follows."""
+    sep = fim.file_sep or ""
+    parts = [f"{fim.repo_name}{_plain(repo or 'workspace', fim)}\n"] if fim.repo_name else []
+    for snip in snippets:
+        parts.append(f"{sep}{_plain(snip.path, fim)}\n{_plain(snip.text, fim)}\n")
+    parts.append(f"{sep}{_plain(path or 'untitled', fim)}\n")
+    return "".join(parts)
+
+
+def fim_suffix(after: str, budget_tokens: int, count_tokens: Callable[[str], int]) -> str:
+    """The code after the cursor for a FIM prompt: the rest of the cursor's line, then whole
+    lines while they fit `budget_tokens`."""
+    if budget_tokens <= 0:
+        return ""
+    rows = after.split("\n", FIM_SUFFIX_MAX_LINES + 1)[: FIM_SUFFIX_MAX_LINES + 1]
+    kept, used = [rows[0]], count_tokens(rows[0])
+    for row in rows[1:]:
+        cost = count_tokens(row + "\n")
+        if used + cost > budget_tokens:
+            break
+        kept.append(row)
+        used += cost
+    return "\n".join(kept)
+
+
+def _plain(text: str, fim: FimTemplate) -> str:
+    """`text` with any spelling of the template's special tokens broken up, so that code which
+    mentions `<|fim_suffix|>` (a tokenizer's own source) is read as text, not as structure."""
+    for token in fim.tokens():
+        if token in text:
+            text = text.replace(token, token[0] + "\u200b" + token[1:])
+    return text

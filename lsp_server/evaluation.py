@@ -28,7 +28,7 @@ from lsp_server.completion import (
     plan_for_engine,
     run_completion,
 )
-from lsp_server.context import Snippet
+from lsp_server.context import Snippet, prompt_path
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.settings import Settings
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
@@ -195,7 +195,9 @@ def _plan_case(
     settings: Settings,
     options: PipelineOptions,
     snippets: list[Snippet] | None = None,
+    repo: str = "",
 ) -> CompletionPlan:
+    # The file named as the server names it (prompt_path of its URI).
     return plan_for_engine(
         engine,
         case.document,
@@ -203,9 +205,10 @@ def _plan_case(
         case.character,
         settings,
         language_id=case.language,
-        path="/".join(Path(case.path).parts[-2:]),
+        path=prompt_path(Path(case.path).resolve().as_uri()),
         snippets=snippets or (),
         options=options,
+        repo=repo,
     )
 
 
@@ -325,7 +328,14 @@ def run_workspace_eval(
                 context_ms = (time.perf_counter() - started) * 1000
                 options = PipelineOptions(suffix_scoring=row.suffix_scoring)
                 _score_case(
-                    engine, case, variant, options, snippets, scores[name, variant], context_ms
+                    engine,
+                    case,
+                    variant,
+                    options,
+                    snippets,
+                    scores[name, variant],
+                    context_ms,
+                    root.name,
                 )
     return {name: {v: scores[name, v].summary() for v in variants} for name in rows}
 
@@ -338,16 +348,17 @@ def _score_case(
     snippets: list[Snippet],
     scores: Scores,
     context_ms: float,
+    repo: str = "",
 ) -> None:
     settings = dataclasses.replace(
         EVAL_SETTINGS, fastMode=variant == FAST, suffixScoring=options.suffix_scoring
     )
 
-    warm = _plan_case(engine, case, settings, options, snippets)
+    warm = _plan_case(engine, case, settings, options, snippets, repo)
     if warm.route is not None and warm.prompt.strip():
-        engine.warm(warm.route, warm.prompt, warm.tokens, threading.Event())
+        engine.warm(warm.route, warm.prompt, warm.tokens, threading.Event(), warm.config.heal)
     started = time.perf_counter()
-    made = _plan_case(engine, case, settings, options, snippets)
+    made = _plan_case(engine, case, settings, options, snippets, repo)
     done = run_completion(
         engine, made, case.document, case.language, cancel=threading.Event(), options=options
     )

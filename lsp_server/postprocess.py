@@ -192,11 +192,27 @@ def trim_trailing_space(text: str, site: Site) -> str:
     return "\n".join(line.rstrip() for line in text.split("\n")).rstrip("\n ")
 
 
+# Special tokens of code models' prompt formats (FIM, repository files, chat, end of text), as
+# text: a model (or a remote server) that spells one out has left the middle it was filling.
+CONTROL_TOKEN = re.compile(
+    r"<\|(?:fim_\w+|file_sep|repo_name|endoftext|im_start|im_end|end_of_text|eot_id)\|>"
+    r"|<(?:fim_\w+|file_sep|repo_name|reponame|filename|gh_stars)>"
+    r"|<(?:PRE|SUF|MID|EOT)>"
+)
+
+
+def stop_at_control_token(text: str, site: Site) -> str:
+    """Cut at the first special token spelled as text: none ever reaches the editor."""
+    found = CONTROL_TOKEN.search(text)
+    return text[: found.start()] if found else text
+
+
 def drop_empty(text: str, site: Site) -> str:
     return text if text.strip() else ""
 
 
 RULES: tuple[Rule, ...] = (
+    stop_at_control_token,
     drop_repeated_whitespace,
     stop_at_newline,
     stop_at_fence_or_prose,
@@ -207,10 +223,16 @@ RULES: tuple[Rule, ...] = (
     trim_trailing_space,
     drop_empty,
 )
-MINIMAL: tuple[Rule, ...] = (stop_at_newline, trim_trailing_space, drop_empty)
+MINIMAL: tuple[Rule, ...] = (
+    stop_at_control_token,
+    stop_at_newline,
+    trim_trailing_space,
+    drop_empty,
+)
 # The line after the cursor's (a suggestion that starts with a newline): it may well dedent.
 # (No drop_repeated_whitespace: the suggestion's leading newline and indentation are its own.)
 NEXT_LINE: tuple[Rule, ...] = (
+    stop_at_control_token,
     stop_at_fence_or_prose,
     drop_degenerate_repetition,
     trim_trailing_space,

@@ -413,6 +413,7 @@ class CompletionService:
             self.settings,
             language_id=snap.language_id,
             path=prompt_path(snap.uri),
+            repo=self.indexer.index.root.name if self.indexer.index else "",
             snippets=self.snippets.choose(snap.uri, snap.text, view.line, self._sources(snap)),
             tree=view.tree,
             above=self.above_window,
@@ -628,7 +629,12 @@ class CompletionService:
                 plan = await self.in_model_thread(self.plan, snap, view)
             if plan.prompt.strip() and plan.route is not None:
                 await self.in_model_thread(
-                    self.engine.warm, plan.route, plan.prompt, plan.tokens, ticket.cancel
+                    self.engine.warm,
+                    plan.route,
+                    plan.prompt,
+                    plan.tokens,
+                    ticket.cancel,
+                    plan.config.heal,
                 )
         except Exception as exc:
             _idle_work_failed("warm-up", exc)

@@ -30,6 +30,7 @@ from inference.manifest import (
     write_manifest,
 )
 from inference.paths import DEFAULT_MODEL, VARIANTS, ensure_private_dir, model_dir, models_dir
+from models.catalogue import catalogue_source
 from models.convert import (
     PINNED_INPUTS,
     PINNED_TOKENIZER_CLASS,
@@ -39,11 +40,13 @@ from models.convert import (
 )
 from models.export import MODEL_FILE, NBitsScheme, quantize_weights
 from models.fused_graph import build_fused_graph
-from models.source import Source, SourceError, check_gguf, check_hf_dir, default_source
+from models.source import Source, SourceError, check_gguf, check_hf_dir
 from models.tiny import TINY_NAME, make_tiny
+from models.tokenizer_check import tokenizer_problems
 from models.validate import validate
 
 TOKENIZER_FILE = "tokenizer.json"
+TINY_TOKENIZER_FROM = "smollm2-135m"  # the tiny random model borrows this entry's real tokenizer
 # Both models are built from ORT's fused operators (GroupQueryAttention with a shared KV buffer,
 # SkipSimplifiedLayerNormalization, packed QKV): measured 2.5x faster decode than quantizing the
 # optimum export alone. The standard model is that graph in FP32, validated against torch; the
@@ -66,6 +69,7 @@ class BuildError(Exception):
 @dataclass
 class BuildRequest:
     name: str | None = None
+    model: str | None = None  # a catalogue entry (models/catalogue.py); default: DEFAULT_MODEL
     from_gguf: Path | None = None
     from_hf: Path | None = None
     tiny: bool = False
@@ -73,10 +77,11 @@ class BuildRequest:
     # MatMulNBits block size of the fast model. 32 keeps the most quality; 128 prefills ~25% faster
     # with a larger NLL gap (README, "Fast model block size"); the agreement gate applies to both.
     block_size: int = NBitsScheme.block_size
+    bits: int = NBitsScheme.bits  # the fast model's weights: 8, or 4 (smaller, less agreement)
 
     @property
     def scheme(self) -> NBitsScheme:
-        return NBitsScheme(block_size=self.block_size)
+        return NBitsScheme(bits=self.bits, block_size=self.block_size)
 
 
 @dataclass
@@ -118,18 +123,18 @@ def default_name(request: BuildRequest) -> str:
         return TINY_NAME
     picked = request.from_gguf or request.from_hf
     if picked is None:
-        return DEFAULT_MODEL
+        return request.model or DEFAULT_MODEL
     return re.sub(r"[^a-z0-9._-]+", "-", picked.resolve().name.removesuffix(".gguf").lower())
 
 
 def resolve_source(request: BuildRequest) -> Source:
-    if request.from_gguf and request.from_hf:
-        raise SourceError("pass either --from-gguf or --from-hf, not both")
+    if sum(map(bool, (request.from_gguf, request.from_hf, request.model))) > 1:
+        raise SourceError("pass one of --model, --from-gguf or --from-hf")
     if request.from_gguf:
         return Source("gguf", check_gguf(request.from_gguf), f"gguf:{request.from_gguf.name}")
     if request.from_hf:
         return Source("hf", check_hf_dir(request.from_hf), f"hf:{request.from_hf.name}")
-    return default_source()
+    return catalogue_source(request.model or DEFAULT_MODEL)
 
 
 def existing_build(name: str, scheme: NBitsScheme) -> dict[str, Manifest] | None:
@@ -143,7 +148,18 @@ def existing_build(name: str, scheme: NBitsScheme) -> dict[str, Manifest] | None
     # A build from before the standard model moved to the fused graph, or whose hf/ tokenizer
     # reads differently in transformers 5 (vLLM), is rebuilt.
     fused = all(m.graph == FUSED_GRAPH for m in manifests.values())
-    return manifests if ok and same_scheme and fused and _pinned(model_dir(name)) else None
+    if not (ok and same_scheme and fused and _pinned(model_dir(name))):
+        return None
+    # A build whose tokenizer split special tokens into text (before 2026-12-02) is rebuilt.
+    fast = manifests["fast"]
+    kept = not tokenizer_problems(
+        model_dir(name) / "fast" / TOKENIZER_FILE,
+        eos_token_ids=fast.eos_token_ids,
+        fim=fast.fim,
+        chat_template=fast.chat_template,
+        vocab_size=fast.vocab_size,
+    )
+    return manifests if kept else None
 
 
 def _pinned(target: Path) -> bool:
@@ -181,7 +197,7 @@ def _manifest(
         variant=variant,
         family=cfg["model_type"],
         architecture=(cfg.get("architectures") or ["?"])[0],
-        precision="int8-weight-only" if fast else "fp32",
+        precision=f"int{scheme.bits}-weight-only" if fast else "fp32",
         graph=FUSED_GRAPH,
         eos_token_ids=facts.eos_token_ids,
         bos_policy=facts.bos_policy,
@@ -224,10 +240,11 @@ def _build_into(
     with steps.step("tiny random Llama" if request.tiny else "convert to transformers FP32"):
         converted = make_tiny(source, hf_dir) if request.tiny else convert(source, hf_dir)
         check_family(converted.config["model_type"], hf_dir)
+        _check_tokenizer(hf_dir / TOKENIZER_FILE, converted, source)
     with steps.step("build standard model (fused graph, FP32)"):
         standard = work / "standard" / MODEL_FILE
         build_fused_graph(hf_dir, standard)
-    with steps.step("build fast model (fused graph, 8-bit)"):
+    with steps.step(f"build fast model (fused graph, {request.bits}-bit)"):
         fast = quantize_weights(standard, work / "fast", request.scheme)
     with steps.step("validate (greedy vs torch, agreement)"):
         figures = validate(hf_dir, standard, fast, _encoder(hf_dir, converted))
@@ -249,6 +266,22 @@ def _build_into(
             write_manifest(directory, manifest)
             manifests[variant] = manifest
     return manifests
+
+
+def _check_tokenizer(path: Path, converted: Converted, source: Source) -> None:
+    facts = converted.facts
+    problems = tokenizer_problems(
+        path,
+        eos_token_ids=facts.eos_token_ids,
+        fim=facts.fim,
+        chat_template=facts.chat_template,
+        vocab_size=int(converted.config["vocab_size"]),
+    )
+    if problems:
+        raise SourceError(
+            f"{source.path}: its tokenizer does not keep the model's special tokens "
+            f"({'; '.join(problems)}); nothing was built"
+        )
 
 
 def _swap_in(work: Path, target: Path) -> None:
@@ -288,7 +321,7 @@ def build(request: BuildRequest, quiet: bool = False) -> BuildResult:
     if not request.force and (manifests := existing_build(name, request.scheme)):
         return BuildResult(name, target, False, 0.0, manifests)
     # The tiny model takes only its tokenizer from the default source.
-    source = default_source() if request.tiny else resolve_source(request)
+    source = catalogue_source(TINY_TOKENIZER_FROM) if request.tiny else resolve_source(request)
     ensure_private_dir(models_dir())
     work = models_dir() / f".build-{name}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)

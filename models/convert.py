@@ -25,6 +25,8 @@ END_MARKERS = (
     "<file_sep>",
     "<|file_sep|>",
 )
+# Qwen2.5-Coder's repository-level format and FIM padding, recorded beside its FIM template.
+FIM_EXTRAS = {"pad": "<|fim_pad|>", "repo_name": "<|repo_name|>", "file_sep": "<|file_sep|>"}
 FIM_STYLES = (
     ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),  # StarCoder, StarCoder2
     ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),  # Qwen2.5-Coder
@@ -55,7 +57,13 @@ PINNED_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 PINNED_INPUTS = ["input_ids", "attention_mask"]
 
 
-def _gguf_metadata(path: Path) -> dict[str, Any]:
+# GGUF token types (llama.cpp's llama_token_type) that are not text: they must stay one token.
+GGUF_CONTROL = 3
+GGUF_USER_DEFINED = 4
+
+
+def _gguf_read(path: Path) -> tuple[dict[str, Any], dict[int, str]]:
+    """The GGUF's metadata, and its control and user-defined tokens by id."""
     from gguf import GGUFReader
 
     try:
@@ -63,7 +71,38 @@ def _gguf_metadata(path: Path) -> dict[str, Any]:
     except Exception as exc:  # the reader raises assorted errors on damaged files
         raise SourceError(f"{path}: corrupt GGUF file ({type(exc).__name__}: {exc})") from exc
     skip = {"tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.token_type"}
-    return {k: f.contents() for k, f in reader.fields.items() if k not in skip}
+    meta = {k: f.contents() for k, f in reader.fields.items() if k not in skip}
+    specials: dict[int, str] = {}
+    tokens, types = (
+        reader.fields.get("tokenizer.ggml.tokens"),
+        reader.fields.get("tokenizer.ggml.token_type"),
+    )
+    if tokens is not None and types is not None:
+        for token_id, (t, k) in enumerate(zip(tokens.data, types.data, strict=False)):
+            if int(types.parts[k][0]) in (GGUF_CONTROL, GGUF_USER_DEFINED):
+                specials[token_id] = bytes(tokens.parts[t]).decode("utf-8", "replace")
+    return meta, specials
+
+
+def _keep_special_tokens(tokenizer: Any, specials: dict[int, str], where: Path) -> None:
+    """Make every control and user-defined token of the GGUF an added special token.
+
+    transformers' GGUF conversion adds only the tokens it knows the role of (Qwen2.5-Coder: 3 of
+    22), so `<|fim_prefix|>` would be split into seven pieces of text.
+    """
+    from tokenizers import AddedToken
+
+    vocab = tokenizer.get_vocab()
+    wrong = {t: vocab.get(t) for i, t in specials.items() if vocab.get(t) not in (None, i)}
+    if wrong:
+        raise SourceError(f"{where}: special tokens at other ids than the GGUF says: {wrong}")
+    added = [AddedToken(t, special=True, normalized=False) for _, t in sorted(specials.items())]
+    tokenizer.add_special_tokens(
+        {"additional_special_tokens": added}, replace_additional_special_tokens=False
+    )
+    moved = {t: i for i, t in specials.items() if tokenizer.convert_tokens_to_ids(t) != i}
+    if moved:
+        raise SourceError(f"{where}: special tokens got new ids when added: {moved}")
 
 
 def check_family(family: str, where: Path) -> None:
@@ -74,14 +113,32 @@ def check_family(family: str, where: Path) -> None:
         )
 
 
+def _special_tokens(tokenizer: Any) -> dict[str, int]:
+    """The tokenizer's added special tokens (not its ordinary vocabulary: Qwen's BPE vocabulary
+    also spells `</s>` as text, id 128247, which is no end marker there)."""
+    return {
+        added.content: int(i)
+        for i, added in tokenizer.added_tokens_decoder.items()
+        if getattr(added, "special", True)
+    }
+
+
 def _facts(
     tokenizer: Any, eos_ids: set[int], bos_policy: str, bos_id: int | None
 ) -> TokenizerFacts:
-    vocab = tokenizer.get_vocab()
-    eos_ids |= {vocab[t] for t in END_MARKERS if t in vocab}
+    special = _special_tokens(tokenizer)
+    eos_ids |= {special[t] for t in END_MARKERS if t in special}
     fim = next(
-        (FimTemplate(*style) for style in FIM_STYLES if all(t in vocab for t in style)), None
+        (
+            FimTemplate(*style, **_fim_extras(special))
+            for style in FIM_STYLES
+            if all(t in special for t in style)
+        ),
+        None,
     )
+    if fim is not None:
+        # A FIM model that writes any of its FIM tokens has finished the middle.
+        eos_ids |= {special[t] for t in fim.tokens()}
     template = getattr(tokenizer, "chat_template", None)
     return TokenizerFacts(
         sorted(eos_ids),
@@ -90,6 +147,10 @@ def _facts(
         fim,
         template if isinstance(template, str) else None,
     )
+
+
+def _fim_extras(special: dict[str, int]) -> dict[str, str]:
+    return {field: token for field, token in FIM_EXTRAS.items() if token in special}
 
 
 def _save_tokenizer(tokenizer: Any, facts: TokenizerFacts, out: Path) -> None:
@@ -129,12 +190,13 @@ def gguf_tokenizer(source: Source) -> tuple[Any, TokenizerFacts]:
     """The tokenizer inside a GGUF file, with BOS/EOS facts from the GGUF metadata."""
     from transformers import AutoTokenizer
 
-    meta = _gguf_metadata(source.path)
+    meta, specials = _gguf_read(source.path)
     check_family(str(meta.get("general.architecture", "unknown")), source.path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.path.parent, gguf_file=source.path.name)
     except (ValueError, KeyError, OSError) as exc:
         raise SourceError(f"{source.path}: transformers cannot load it ({exc})") from exc
+    _keep_special_tokens(tokenizer, specials, source.path)
     eos = meta.get("tokenizer.ggml.eos_token_id")
     bos = meta.get("tokenizer.ggml.bos_token_id")
     # llama.cpp adds BOS by default for SentencePiece ("llama") vocabularies when the key is absent.

@@ -7,6 +7,7 @@ import pytest
 from lsp_server.completion import is_single_line
 from lsp_server.postprocess import (
     NEXT_LINE,
+    MINIMAL,
     RULES,
     Processed,
     Site,
@@ -20,6 +21,7 @@ from lsp_server.postprocess import (
     stop_at_dedent,
     stop_at_fence_or_prose,
     stop_at_newline,
+    stop_at_control_token,
     stop_at_repetition,
     trim_cut_off,
     trim_trailing_space,
@@ -96,6 +98,11 @@ EMPTY_LINE = Site("    ", "", single_line=False)
         (drop_suffix_duplicate, "x)", Site('print("', '")', True), "x"),
         (drop_suffix_duplicate, "x = 1", Site("", " # note", True), "x = 1"),
         (trim_trailing_space, "x = 1   \n  \n", MID, "x = 1"),
+        (stop_at_control_token, "a, b)<|fim_suffix|>)\n", MID, "a, b)"),
+        (stop_at_control_token, "<|fim_middle|>x", MID, ""),
+        (stop_at_control_token, "\n    return r<|file_sep|>lib/b.py", BLOCK, "\n    return r"),
+        (stop_at_control_token, "x <fim_suffix> y", MID, "x "),
+        (stop_at_control_token, "a <| b |> c", MID, "a <| b |> c"),  # not a token
         (drop_empty, "  \n ", MID, ""),
         (drop_empty, "x", MID, "x"),
     ],
@@ -287,3 +294,28 @@ def test_report_names_the_trimming_and_dropping_rules() -> None:
     shown, report = _accept("    return a █\n", " + compute_tot", cut_off=True)
     assert shown == "    return a +\n"
     assert report.trimmed_by == ("cut_off", "drop_repeated_whitespace")
+
+
+FIM_DOC = "def area(r: float) -> float:\n    return 3.14 * r\n\nprint(area(2))\n"
+FIM_CURSOR = FIM_DOC.index(" * r") + 3  # `return 3.14 * r|`
+
+
+@pytest.mark.parametrize("rules", [RULES, MINIMAL, NEXT_LINE], ids=["rules", "minimal", "next"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        " * r<|fim_suffix|>\n\nprint(area(2))<|fim_middle|>",
+        "<|fim_pad|><|fim_pad|>",
+        " * r<|endoftext|><|file_sep|>main.py\nimport area",
+        "\n<|repo_name|>demo\n<|file_sep|>x.py",
+    ],
+)
+def test_no_special_token_reaches_the_document(rules, raw: str) -> None:
+    """The whole document with the cursor: whatever a FIM model spells out, the document the
+    editor would show holds no special token."""
+    line_prefix = FIM_DOC[:FIM_CURSOR].rsplit("\n", 1)[-1]
+    line_suffix = FIM_DOC[FIM_CURSOR:].split("\n", 1)[0]
+    site = Site(line_prefix, line_suffix, single_line=rules is not NEXT_LINE)
+    shown = postprocess(raw, site, rules)
+    after = FIM_DOC[:FIM_CURSOR] + shown + FIM_DOC[FIM_CURSOR:]
+    assert "<|" not in after and "|>" not in after
