@@ -247,6 +247,8 @@ def _eval_workspace(args: argparse.Namespace) -> int:
         print(f"fastcomplete: error: no source files found under {root}", file=sys.stderr)
         return EXIT_ERROR
     rows = WORKSPACE_ROWS if args.ablations else dict(list(WORKSPACE_ROWS.items())[:2])
+    if args.workspace_only:
+        rows = dict(list(WORKSPACE_ROWS.items())[1:2])
     engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
     variants = tuple(args.models.split(","))
     report = run_workspace_eval(
@@ -341,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument(
         "--models", default="fast,standard", help="with --workspace: fast, standard or both"
+    )
+    e.add_argument(
+        "--workspace-only",
+        action="store_true",
+        help="with --workspace: only the row with the workspace's context (no file-only row)",
     )
     e.set_defaults(func=_eval)
 

@@ -67,6 +67,10 @@ class Scores:
     syntax_errors: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     context_ms: list[float] = field(default_factory=list)  # choosing the repository context
+    # The cursor inside a word (`San|dboxAgent`), where a prompt ends in a token fragment, and
+    # between tokens (after `(`, `.`, a space): [cases, exact] each.
+    mid_word: list[int] = field(default_factory=lambda: [0, 0])
+    between: list[int] = field(default_factory=lambda: [0, 0])
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies_ms)
@@ -83,7 +87,22 @@ class Scores:
             "context_p50_ms": round(statistics.median(self.context_ms), 1)
             if self.context_ms
             else None,
+            "mid_word_cases": self.mid_word[0],
+            "mid_word_exact": _share(self.mid_word),
+            "between_tokens_cases": self.between[0],
+            "between_tokens_exact": _share(self.between),
         }
+
+
+def _share(counts: list[int]) -> float | None:
+    return round(100 * counts[1] / counts[0], 1) if counts[0] else None
+
+
+def is_mid_word(document: str, offset: int, expected: str) -> bool:
+    """The cursor splits an identifier: a word character on both sides of it."""
+    before = document[:offset][-1:]
+    after = expected[:1]
+    return bool(before and after) and all(c.isalnum() or c == "_" for c in before + after)
 
 
 def default_roots() -> list[Path]:
@@ -214,7 +233,11 @@ def _plan_case(
 
 def _tally(scores: Scores, case: Case, got: str, offset: int) -> None:
     scores.cases += 1
-    scores.exact += got.strip() == case.expected.strip()
+    right = got.strip() == case.expected.strip()
+    scores.exact += right
+    kind = scores.mid_word if is_mid_word(case.document, offset, case.expected) else scores.between
+    kind[0] += 1
+    kind[1] += right
     scores.similarity += edit_similarity(got.strip(), case.expected.strip())
     if got:
         scores.shown += 1
@@ -239,14 +262,15 @@ def run_eval(
 
 def print_report(report: dict[str, dict[str, dict[str, Any]]], cases: int) -> None:
     print(f"line completion, {cases} cursor positions cut inside real lines\n")
-    head = "| pipeline | model | exact match % | edit similarity % | shown | syntax errors % of shown | p50 ms | p95 ms | context p50 ms |"
+    head = "| pipeline | model | exact match % | edit similarity % | mid-word exact % (n) | between tokens exact % (n) | shown | syntax errors % of shown | p50 ms | p95 ms | context p50 ms |"
     print(head)
-    print("|" + "---|" * 9)
+    print("|" + "---|" * 11)
     for name, variants in report.items():
         for variant, s in variants.items():
             print(
                 f"| {name} | {variant} | {s['exact_match']} | {s['edit_similarity']} | "
-                f"{s['shown']} | {s['syntax_error_rate']} | {s['latency_p50_ms']} | "
+                f"{s['mid_word_exact']} ({s['mid_word_cases']}) | "
+                f"{s['between_tokens_exact']} ({s['between_tokens_cases']}) | {s['shown']} | {s['syntax_error_rate']} | {s['latency_p50_ms']} | "
                 f"{s['latency_p95_ms']} | {s['context_p50_ms'] or '-'} |"
             )
 

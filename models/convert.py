@@ -157,7 +157,9 @@ def _save_tokenizer(tokenizer: Any, facts: TokenizerFacts, out: Path) -> None:
     """Save a tokenizer whose own special-token settings agree with the facts."""
     if hasattr(tokenizer, "add_bos_token"):
         tokenizer.add_bos_token = facts.bos_policy == "always"
-    if facts.eos_token_ids:
+    # Keep the tokenizer's own end token when it is one of the stop tokens (Qwen:
+    # `<|endoftext|>`), else name one that is: other readers of the folder stop on it.
+    if facts.eos_token_ids and tokenizer.eos_token_id not in facts.eos_token_ids:
         tokenizer.eos_token = tokenizer.convert_ids_to_tokens(facts.eos_token_ids[-1])
     tokenizer.save_pretrained(out)
     _pin_tokenizer_json(out)

@@ -45,9 +45,10 @@ def tokenizer_problems(
             must[text] = f"stop token {text!r}"
     for text in fim.tokens() if fim else ():
         must[text] = f"FIM token {text!r}"
-    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    # Only added tokens: Qwen's ordinary BPE vocabulary also spells `</s>` as plain text.
+    added = {t.content for t in tokenizer.get_added_tokens_decoder().values()}
     for text in TEMPLATE_TOKEN.findall(chat_template or ""):
-        if text in vocab:
+        if text in added:
             must.setdefault(text, f"chat-template token {text!r}")
     for text, what in must.items():
         ids = tokenizer.encode(text, add_special_tokens=False).ids
