@@ -366,10 +366,18 @@ def main() -> int:
         "--quick", action="store_true", help="a smoke run: 2 short regions, fast and ablated"
     )
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument(
+        "--configs", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: all)"
+    )
     parser.add_argument("--json", type=Path, default=Path("bench/results/assist.json"))
     args = parser.parse_args()
     count, max_chars = (2, 120) if args.quick else (args.regions, args.max_chars)
     labels = list(CONFIGS)[:2] if args.quick else list(CONFIGS)
+    if args.configs:
+        labels = [c.strip() for c in args.configs.split(",")]
+        unknown = [c for c in labels if c not in CONFIGS]
+        if unknown:
+            parser.error(f"unknown config(s) {unknown}: choose from {list(CONFIGS)}")
     cases = regions(count, args.seed, max_chars)
     chars = sum(len(c.typed) for c in cases)
     print(f"{len(cases)} regions, {chars} characters", file=sys.stderr)
@@ -395,8 +403,9 @@ def main() -> int:
         reasons = ", ".join(f"{k} {n}" for k, n in sorted(r["emptyReasons"].items()))
         print(f"{r['config']}: {counts}; empty: {reasons or 'none'}")
     by = {r["config"]: r["saved_share"] for r in results}
-    print(f"\nkeystrokes saved, fast / items 2-4 off: {ratio(by['fast'], by.get(labels[1]))}")
-    if "standard" in by:
+    if "fast" in by and len(labels) > 1:
+        print(f"\nkeystrokes saved, fast / items 2-4 off: {ratio(by['fast'], by.get(labels[1]))}")
+    if "standard" in by and "fast" in by:
         print(f"keystrokes saved, fast / standard: {ratio(by['fast'], by['standard'])}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     payload = {"regions": len(cases), "seed": args.seed, "configs": results}

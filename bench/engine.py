@@ -249,11 +249,11 @@ def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> int:
-    from inference.paths import DEFAULT_MODEL, model_dir
+    from inference.paths import model_dir, selected_model
     from inference.session import default_threads
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--model", default=selected_model())
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
     parser.add_argument("--json", type=Path, default=Path("bench/results/engine.json"))

@@ -154,10 +154,10 @@ def print_report(reports: list[VariantReport], contexts: list[int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from inference.paths import DEFAULT_MODEL, model_dir
+    from inference.paths import model_dir, selected_model
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--model", default=selected_model())
     parser.add_argument("--contexts", default="256,1024,4096")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--allow-cpu", action="store_true", help="measure on the CPU without a GPU")

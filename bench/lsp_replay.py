@@ -20,7 +20,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from inference.paths import DEFAULT_MODEL, model_dir
+from inference.paths import model_dir, selected_model
 from lsp_server.demo import DemoClient, client_capabilities
 
 DID_FOCUS = "fastcomplete/didFocus"
@@ -61,7 +61,8 @@ async def start_server(
     """A fresh `fastcomplete serve` with a throwaway FASTCOMPLETE_HOME (an empty completion
     cache), the user's models named in the initialization options, both models loaded.
     `workspace`: the folder the editor has open (the server indexes it)."""
-    root = model_dir(DEFAULT_MODEL)  # read from this process's FASTCOMPLETE_HOME
+    # Read from this process's FASTCOMPLETE_HOME; FASTCOMPLETE_MODEL picks another built model.
+    root = model_dir(selected_model())
     home = tempfile.mkdtemp(prefix=f"fastcomplete-{prefix}-")
     client = DemoClient()
 

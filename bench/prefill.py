@@ -71,10 +71,10 @@ def op_profile(directory: Path, tokens: int) -> dict[str, float]:
 
 
 def main() -> int:
-    from inference.paths import DEFAULT_MODEL, model_dir
+    from inference.paths import model_dir, selected_model
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--model", default=selected_model())
     parser.add_argument("--tokens", type=int, default=1024)
     args = parser.parse_args()
     for variant in ("fast", "standard"):

@@ -24,7 +24,7 @@ from typing import Any
 from lsprotocol import types
 
 from bench.lsp_replay import rss_mb, server_process
-from inference.paths import DEFAULT_MODEL, model_dir
+from inference.paths import model_dir, selected_model
 from lsp_server.demo import DemoClient, client_capabilities
 
 SOURCE = (
@@ -37,7 +37,7 @@ TIMEOUT_S = 180.0
 
 
 async def one_start(preload: bool) -> dict[str, Any]:
-    root = model_dir(DEFAULT_MODEL)
+    root = model_dir(selected_model())
     home = tempfile.mkdtemp(prefix="fastcomplete-startup-")
     client = DemoClient()
     client.feature("fastcomplete/status")(lambda params: None)
@@ -107,7 +107,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", type=Path, default=Path("bench/results/startup.json"))
     args = parser.parse_args()
-    if not (model_dir(DEFAULT_MODEL) / "fast").is_dir():
+    if not (model_dir(selected_model()) / "fast").is_dir():
         print("no model: run `fastcomplete models build`", file=sys.stderr)
         return 1
     rows = {

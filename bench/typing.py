@@ -33,7 +33,7 @@ from typing import Any
 from lsprotocol import types
 
 from bench.lsp_replay import human_gaps
-from inference.paths import DEFAULT_MODEL, model_dir
+from inference.paths import model_dir, selected_model
 from lsp_server.demo import DemoClient, client_capabilities
 
 FOCUS_AFTER_S = 0.15  # the clients send fastcomplete/didFocus when the cursor rests this long
@@ -75,7 +75,7 @@ async def replay(
 ) -> dict[str, Any]:
     """One typing run; `workspace`: the folder the editor has open (indexed before typing
     starts when `index_on`), the typed file among its files."""
-    root = model_dir(DEFAULT_MODEL)
+    root = model_dir(selected_model())
     client = DemoClient()
     home = tempfile.mkdtemp(prefix="fastcomplete-typing-")
     await client.start_io(

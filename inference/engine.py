@@ -5,7 +5,6 @@ Synchronous by design: callers run it on a worker thread and stop it with the ca
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from inference.kv_cache import PoolConfig
 from inference.manifest import FimTemplate
 from inference.metrics import Metrics
 from inference.model import Model, load_model_dir
-from inference.paths import DEFAULT_MODEL, fastcomplete_home, variant_dir
+from inference.paths import fastcomplete_home, selected_model, variant_dir
 from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
 from inference.scoring import continuation_logprob, split_shared
@@ -39,9 +38,7 @@ CACHEABLE = frozenset({Finish.EOS, Finish.STOP, Finish.NEWLINE, Finish.LENGTH})
 
 @dataclass(frozen=True)
 class EngineConfig:
-    model_name: str = field(
-        default_factory=lambda: os.environ.get("FASTCOMPLETE_MODEL", DEFAULT_MODEL)
-    )
+    model_name: str = field(default_factory=selected_model)
     fast_dir: Path | None = None  # explicit model folders override the name
     standard_dir: Path | None = None
     session: SessionConfig = SessionConfig()
@@ -90,7 +87,9 @@ def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
     return load
 
 
-def _healed(model: Model, ids: list[int], config: GenerationConfig) -> tuple[list[int], GenerationConfig]:
+def _healed(
+    model: Model, ids: list[int], config: GenerationConfig
+) -> tuple[list[int], GenerationConfig]:
     """Token healing at the cursor (inference/healing.py). In a FIM prompt the cursor is where
     the prefix ends, before the suffix token: the prefix is backed off there, and the suffix and
     middle token follow it unchanged."""

@@ -9,6 +9,12 @@ DEFAULT_MODEL = "smollm2-135m"
 VARIANTS = ("standard", "fast")
 
 
+def selected_model() -> str:
+    """The built model the server, the demo and the benchmarks use: FASTCOMPLETE_MODEL, else
+    the default."""
+    return os.environ.get("FASTCOMPLETE_MODEL") or DEFAULT_MODEL
+
+
 def fastcomplete_home() -> Path:
     env = os.environ.get("FASTCOMPLETE_HOME")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "fastcomplete"

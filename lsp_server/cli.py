@@ -264,7 +264,7 @@ def _eval_workspace(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from inference.paths import DEFAULT_MODEL
+    from inference.paths import DEFAULT_MODEL, selected_model
     from lsp_server.settings import Settings
 
     parser = argparse.ArgumentParser(prog="fastcomplete", description=__doc__)
@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst.set_defaults(func=_models_list)
 
     ver = models.add_parser("verify", help="check sha256s and run one forward pass")
-    ver.add_argument("name", nargs="?", default=DEFAULT_MODEL)
+    ver.add_argument("name", nargs="?", default=selected_model())
     ver.set_defaults(func=_models_verify)
 
     srv = sub.add_parser("serve", help="run the language server (LSP over stdio)")

@@ -19,7 +19,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from inference.paths import DEFAULT_MODEL, variant_dir
+from inference.paths import selected_model, variant_dir
 
 SAMPLE_URI = "file:///demo/orders.py"
 SAMPLE = """import json
@@ -111,8 +111,8 @@ async def demo_session(home: str) -> int:
     env = {**os.environ, "FASTCOMPLETE_HOME": home}
     await client.start_io(sys.executable, "-m", "lsp_server.cli", "serve", env=env)
     models = {
-        "fastModelPath": str(variant_dir(DEFAULT_MODEL, "fast")),
-        "standardModelPath": str(variant_dir(DEFAULT_MODEL, "standard")),
+        "fastModelPath": str(variant_dir(selected_model(), "fast")),
+        "standardModelPath": str(variant_dir(selected_model(), "standard")),
         "preloadStandard": True,  # the demo asks both models
     }
     await client.initialize_async(

