@@ -6,8 +6,8 @@ import pytest
 
 from lsp_server.completion import is_single_line
 from lsp_server.postprocess import (
-    NEXT_LINE,
     MINIMAL,
+    NEXT_LINE,
     RULES,
     Processed,
     Site,
@@ -18,10 +18,10 @@ from lsp_server.postprocess import (
     postprocess,
     postprocess_report,
     postprocess_why,
+    stop_at_control_token,
     stop_at_dedent,
     stop_at_fence_or_prose,
     stop_at_newline,
-    stop_at_control_token,
     stop_at_repetition,
     trim_cut_off,
     trim_trailing_space,
