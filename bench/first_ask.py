@@ -172,7 +172,14 @@ def positions(count: int, seed: int) -> list[Position]:
     return picked
 
 
-async def run_config(label: str, settings: dict[str, Any], cases: list[Position]) -> dict[str, Any]:
+async def run_config(
+    label: str,
+    settings: dict[str, Any],
+    cases: list[Position],
+    ask_after_s: float = FOCUS_TO_ASK_S,
+    focus: bool = True,
+) -> dict[str, Any]:
+    """`ask_after_s`: from didFocus (or didOpen, without `focus`) to the inline request."""
     served = await start_server(settings, "first-ask")
     client = served.client
     outcomes: list[Outcome] = []
@@ -182,8 +189,9 @@ async def run_config(label: str, settings: dict[str, Any], cases: list[Position]
         uri = f"file:///bench/first-ask/{i}/{Path(case.path).parent.name}/{Path(case.path).name}"
         did_open(client, uri, case.language, case.text)
         at = case.cursor
-        did_focus(client, uri, at)  # VS Code: at once when an editor opens
-        await asyncio.sleep(FOCUS_TO_ASK_S)
+        if focus:
+            did_focus(client, uri, at)  # VS Code: at once when an editor opens
+        await asyncio.sleep(ask_after_s)
         asked = ask_inline(client, uri, at, f"first-ask-{i}")
         with contextlib.suppress(Exception):  # an error answer is recorded on `asked`
             await asyncio.wait_for(asyncio.shield(asked.future), timeout=60)
@@ -211,6 +219,8 @@ async def run_config(label: str, settings: dict[str, Any], cases: list[Position]
     return {
         "config": label,
         "settings": settings,
+        "ask_after_ms": round(ask_after_s * 1000),
+        "did_focus": focus,
         "server_home": served.home,
         "summary": summarize(outcomes),
         "emptyReasons": stats.get("emptyReasons", {}),
@@ -277,18 +287,39 @@ def main() -> int:
     parser.add_argument("--positions", type=int, default=90)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 6 positions")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--ask-after-ms",
+        default=str(round(FOCUS_TO_ASK_S * 1000)),
+        help="comma-separated delays from focus to the first ask, one row each (e.g. 350,2000)",
+    )
+    parser.add_argument(
+        "--configs", default=",".join(CONFIGS), help=f"comma-separated, of: {', '.join(CONFIGS)}"
+    )
+    parser.add_argument(
+        "--no-focus",
+        action="store_true",
+        help="send no fastcomplete/didFocus (a plain LSP client): only didOpen, then the ask",
+    )
     parser.add_argument("--json", type=Path, default=Path("bench/results/first_ask.json"))
     args = parser.parse_args()
+    delays = [int(d) / 1000 for d in args.ask_after_ms.split(",")]
+    labels = [c.strip() for c in args.configs.split(",")]
+    if unknown := [c for c in labels if c not in CONFIGS]:
+        parser.error(f"unknown config(s) {unknown}: choose from {list(CONFIGS)}")
     count = 6 if args.quick else args.positions
     cases = positions(count, args.seed)
     langs = sorted({c.language for c in cases})
     print(f"{len(cases)} positions over {', '.join(langs)}", file=sys.stderr)
     results = []
-    for label, settings in CONFIGS.items():
-        started = time.perf_counter()
-        results.append(asyncio.run(run_config(label, settings, cases)))
-        print(f"done: {label} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    print("\nfirst ask in a just-opened file (didOpen, didFocus, +50 ms inlineCompletion)")
+    for label in labels:
+        for delay in delays:
+            row = f"{label}, ask +{round(delay * 1000)} ms" if len(delays) > 1 else label
+            started = time.perf_counter()
+            done = run_config(row, CONFIGS[label], cases, delay, focus=not args.no_focus)
+            results.append(asyncio.run(done))
+            print(f"done: {row} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    opened = "didOpen" if args.no_focus else "didOpen, didFocus"
+    print(f"\nfirst ask in a just-opened file ({opened}, then inlineCompletion)")
     for result in results:
         print_config(result)
     args.json.parent.mkdir(parents=True, exist_ok=True)

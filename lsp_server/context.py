@@ -258,11 +258,11 @@ def build_context(
     line_prefix = lines[-1]
     in_string = tree is not None and _in_string_or_comment(tree.root_node, cursor_byte, line_prefix)
     if repo_level:
-        body, after = _plain(outside + window, fim), _plain(suffix, fim)
+        body, after = plain_text(outside + window, fim), plain_text(suffix, fim)
         prompt = f"{fixed}{fim.prefix}{body}{fim.suffix}{after}{fim.middle}"
     elif fim is not None:
-        body = _plain(fixed + outside + window, fim)
-        prompt = f"{fim.prefix}{body}{fim.suffix}{_plain(suffix, fim)}{fim.middle}"
+        body = plain_text(fixed + outside + window, fim)
+        prompt = f"{fim.prefix}{body}{fim.suffix}{plain_text(suffix, fim)}{fim.middle}"
     else:
         prompt = fixed + outside + window
     return Context(prompt, start, in_string)
@@ -291,10 +291,10 @@ def _repo_files(fim: FimTemplate, repo: str, snippets: Sequence[Snippet], path: 
     """Qwen2.5-Coder's repository-level format: the repository's name, each snippet as a file of
     its own, then the current file's path; its FIM part follows."""
     sep = fim.file_sep or ""
-    parts = [f"{fim.repo_name}{_plain(repo or 'workspace', fim)}\n"] if fim.repo_name else []
+    parts = [f"{fim.repo_name}{plain_text(repo or 'workspace', fim)}\n"] if fim.repo_name else []
     for snip in snippets:
-        parts.append(f"{sep}{_plain(snip.path, fim)}\n{_plain(snip.text, fim)}\n")
-    parts.append(f"{sep}{_plain(path or 'untitled', fim)}\n")
+        parts.append(f"{sep}{plain_text(snip.path, fim)}\n{plain_text(snip.text, fim)}\n")
+    parts.append(f"{sep}{plain_text(path or 'untitled', fim)}\n")
     return "".join(parts)
 
 
@@ -314,7 +314,7 @@ def fim_suffix(after: str, budget_tokens: int, count_tokens: Callable[[str], int
     return "\n".join(kept)
 
 
-def _plain(text: str, fim: FimTemplate) -> str:
+def plain_text(text: str, fim: FimTemplate) -> str:
     """`text` with any spelling of the template's special tokens broken up, so that code which
     mentions `<|fim_suffix|>` (a tokenizer's own source) is read as text, not as structure."""
     for token in fim.tokens():

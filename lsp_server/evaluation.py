@@ -204,7 +204,7 @@ def evaluate(
             engine, plan, case.document, case.language, cancel=threading.Event(), options=options
         )
         scores.latencies_ms.append((time.perf_counter() - started) * 1000)
-        _tally(scores, case, done.text, plan.offset)
+        tally(scores, case, done.text, plan.offset)
     return scores
 
 
@@ -231,7 +231,7 @@ def _plan_case(
     )
 
 
-def _tally(scores: Scores, case: Case, got: str, offset: int) -> None:
+def tally(scores: Scores, case: Case, got: str, offset: int) -> None:
     scores.cases += 1
     right = got.strip() == case.expected.strip()
     scores.exact += right
@@ -388,4 +388,4 @@ def _score_case(
     )
     scores.latencies_ms.append((time.perf_counter() - started) * 1000)
     scores.context_ms.append(context_ms)
-    _tally(scores, case, done.text, made.offset)
+    tally(scores, case, done.text, made.offset)

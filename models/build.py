@@ -247,7 +247,7 @@ def _build_into(
     with steps.step(f"build fast model (fused graph, {request.bits}-bit)"):
         fast = quantize_weights(standard, work / "fast", request.scheme)
     with steps.step("validate (greedy vs torch, agreement)"):
-        figures = validate(hf_dir, standard, fast, _encoder(hf_dir, converted))
+        figures = validate(hf_dir, standard, fast, _encoder(hf_dir, converted), request.bits)
     with steps.step("write manifests"):
         manifests = {}
         for variant in VARIANTS:

@@ -170,7 +170,8 @@ def pip_fetch(wheel: Wheel, folder: Path) -> None:
     """`pip download` of one wheel, without its dependencies; pip draws its own progress bar."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "on"]
     cmd += ["-d", str(folder), wheel.requirement]
-    result = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # pip's own lines and progress bar go to the terminal; its errors are kept for the message.
+    result = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise SourceError(f"could not download {wheel.requirement} from PyPI ({tail})")

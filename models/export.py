@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 MODEL_FILE = "model.onnx"
+PROTOBUF_LIMIT_BYTES = 2_000_000_000  # just under protobuf's 2 GiB message limit
 
 
 @dataclass(frozen=True)
@@ -49,5 +50,8 @@ def quantize_weights(src: Path, out_dir: Path, scheme: NBitsScheme = NBitsScheme
     quantizer.process()
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / MODEL_FILE
-    quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
+    # Inline weights load fastest, but a protobuf holds at most 2 GB (Qwen2.5-Coder-1.5B's 8-bit
+    # graph with its FP32 embedding table does not fit): then they go to model.onnx.data.
+    external = quantizer.model.model.ByteSize() > PROTOBUF_LIMIT_BYTES
+    quantizer.model.save_model_to_file(str(target), use_external_data_format=external)
     return target

@@ -26,10 +26,21 @@ def tiny_model(shared_home: Path) -> Path:
     return build(BuildRequest(tiny=True), quiet=True).path
 
 
+# Most real-model tests run on the smallest real model, SmolLM2 (fast on 2 cores, expectations
+# written for it); `default_model` is the product's default, for the tests of what a new user gets.
+SMALL_REAL_MODEL = "smollm2-135m"
+
+
 @pytest.fixture(scope="session")
 def real_model(shared_home: Path) -> Path:
     """The real SmolLM2 models: `make test` builds them before pytest; built here if missing."""
-    return build(BuildRequest(name=DEFAULT_MODEL), quiet=True).path
+    return build(BuildRequest(model=SMALL_REAL_MODEL), quiet=True).path
+
+
+@pytest.fixture(scope="session")
+def default_model(shared_home: Path) -> Path:
+    """The default catalogue model, as `make demo` builds it for a new user."""
+    return build(BuildRequest(model=DEFAULT_MODEL), quiet=True).path
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ from typing import Any
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
+from lsp_server.postprocess import CONTROL_TOKEN
+
 SERVER = [sys.executable, "-m", "lsp_server.cli", "serve"]
 # The server gets a home of its own (its completion cache starts empty every run) and is pointed
 # at the models built in the user's home through settings, as an editor user could do. The models
@@ -138,3 +140,20 @@ async def inline(client: LanguageClient, uri: str, line: int, char: int, invoked
             ),
         )
     )
+
+
+def _texts(answer: Any) -> list[str]:
+    items = getattr(answer, "items", answer) or []
+    texts = []
+    for item in items if isinstance(items, list) else []:
+        insert = getattr(item, "insert_text", None)
+        texts.append(getattr(insert, "value", insert) or "")
+        edit = getattr(item, "text_edit", None)
+        texts.append(getattr(edit, "new_text", "") or "")
+        texts.append(getattr(item, "label", "") or "")
+    return texts
+
+
+def leaked_tokens(answer: Any) -> list[str]:
+    """Special tokens spelled in any item of a completion answer."""
+    return [m.group(0) for text in _texts(answer) for m in CONTROL_TOKEN.finditer(text)]

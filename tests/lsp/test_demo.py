@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
+
+from inference.paths import DEFAULT_MODEL
 
 
-def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run() -> None:
+def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run(
+    default_model: Path,
+) -> None:
     for run in range(2):  # a second run must not be served from the first run's cache
         out = subprocess.run(
             [sys.executable, "-m", "lsp_server.cli", "demo"],
             capture_output=True,
             text=True,
             timeout=300,
+            env={k: v for k, v in os.environ.items() if k != "FASTCOMPLETE_MODEL"},
         )
         assert out.returncode == 0, out.stderr[-2000:]
         completions = re.findall(
@@ -23,9 +30,10 @@ def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run() -> N
         assert all(text.strip() for _, text in completions), out.stdout
         again = re.findall(r"^  asked again\s+\d+ ms  -> '(.+)'  \(remembered", out.stdout, re.M)
         assert again == [text for _, text in completions], out.stdout
-        for model in ("smollm2-135m/fast", "smollm2-135m/standard"):
+        for model in (f"{DEFAULT_MODEL}/fast", f"{DEFAULT_MODEL}/standard"):
             # A fresh cache each run: nothing comes from the previous run's.
             assert re.search(
                 rf"^{model}: \d+ requests, 0 cache hits, TTFT p50 \d+ ms", out.stdout, re.M
             ), (run, out.stdout)
-        assert "explain `load_orders`" in out.stdout and "(smollm2-135m/standard," in out.stdout
+        assert "explain `load_orders`" in out.stdout
+        assert f"({DEFAULT_MODEL}/standard," in out.stdout
