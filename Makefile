@@ -34,10 +34,11 @@ install: $(STAMP)
 models: $(STAMP)
 	$(BIN)/fastcomplete models build
 
-# Most real-model tests run on the smallest real model (fast on 2 cores); the default model,
-# which `models` builds, has end-to-end tests of its own.
+# Most real-model tests run on the smallest real model (fast on 2 cores); the code model has
+# end-to-end tests of its own (tests/lsp/test_code_model.py).
 test-models: models
 	$(BIN)/fastcomplete models build --model smollm2-135m
+	$(BIN)/fastcomplete models build --model qwen2.5-coder-0.5b
 
 demo: models
 	$(BIN)/fastcomplete models verify

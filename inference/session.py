@@ -10,6 +10,8 @@ from pathlib import Path
 
 import onnxruntime as ort
 
+from inference.device import gpu_present
+
 log = logging.getLogger(__name__)
 
 CUDA = "CUDAExecutionProvider"
@@ -44,13 +46,6 @@ def session_options(config: SessionConfig) -> ort.SessionOptions:
     opts.add_session_config_entry("session.inter_op.allow_spinning", spin)
     opts.log_severity_level = 3
     return opts
-
-
-def gpu_present() -> bool:
-    """A cheap pre-check before asking ORT for CUDA (whose load failure is slow and noisy)."""
-    if os.environ.get("FASTCOMPLETE_DEVICE", "").lower() == "cpu":
-        return False
-    return Path("/dev/nvidiactl").exists() or Path("/dev/nvidia0").exists()
 
 
 def create_session(

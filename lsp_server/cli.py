@@ -264,7 +264,7 @@ def _eval_workspace(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from inference.paths import DEFAULT_MODEL, selected_model
+    from inference.paths import selected_model
     from lsp_server.settings import Settings
 
     parser = argparse.ArgumentParser(prog="fastcomplete", description=__doc__)
@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument(
         "--model",
         metavar="NAME",
-        help=f"a catalogue model (`models list`); default {DEFAULT_MODEL}",
+        help=f"a catalogue model (`models list`); default here: {selected_model()}",
     )
     src.add_argument("--from-gguf", type=Path, metavar="FILE", help="a Llama-family GGUF file")
     src.add_argument("--from-hf", type=Path, metavar="DIR", help="a Hugging Face model folder")

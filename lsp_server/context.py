@@ -299,12 +299,13 @@ def _repo_files(fim: FimTemplate, repo: str, snippets: Sequence[Snippet], path: 
 
 
 def fim_suffix(after: str, budget_tokens: int, count_tokens: Callable[[str], int]) -> str:
-    """The code after the cursor for a FIM prompt: the rest of the cursor's line, then whole
-    lines while they fit `budget_tokens`."""
+    """The code after the cursor for a FIM prompt: the rest of the cursor's line (cut only when
+    it is far longer than the budget), then whole lines while they fit `budget_tokens`."""
     if budget_tokens <= 0:
         return ""
     rows = after.split("\n", FIM_SUFFIX_MAX_LINES + 1)[: FIM_SUFFIX_MAX_LINES + 1]
-    kept, used = [rows[0]], count_tokens(rows[0])
+    first = rows[0][: budget_tokens * MAX_CHARS_PER_TOKEN]  # a minified line is cut
+    kept, used = [first], count_tokens(first)
     for row in rows[1:]:
         cost = count_tokens(row + "\n")
         if used + cost > budget_tokens:

@@ -29,7 +29,7 @@ from inference.manifest import (
     read_manifest,
     write_manifest,
 )
-from inference.paths import DEFAULT_MODEL, VARIANTS, ensure_private_dir, model_dir, models_dir
+from inference.paths import VARIANTS, ensure_private_dir, model_dir, models_dir, selected_model
 from models.catalogue import catalogue_source
 from models.convert import (
     PINNED_INPUTS,
@@ -69,7 +69,9 @@ class BuildError(Exception):
 @dataclass
 class BuildRequest:
     name: str | None = None
-    model: str | None = None  # a catalogue entry (models/catalogue.py); default: DEFAULT_MODEL
+    # A catalogue entry (models/catalogue.py); default: FASTCOMPLETE_MODEL, else this machine's
+    # default (inference/paths.py).
+    model: str | None = None
     from_gguf: Path | None = None
     from_hf: Path | None = None
     tiny: bool = False
@@ -123,7 +125,7 @@ def default_name(request: BuildRequest) -> str:
         return TINY_NAME
     picked = request.from_gguf or request.from_hf
     if picked is None:
-        return request.model or DEFAULT_MODEL
+        return request.model or selected_model()
     return re.sub(r"[^a-z0-9._-]+", "-", picked.resolve().name.removesuffix(".gguf").lower())
 
 
@@ -134,7 +136,7 @@ def resolve_source(request: BuildRequest) -> Source:
         return Source("gguf", check_gguf(request.from_gguf), f"gguf:{request.from_gguf.name}")
     if request.from_hf:
         return Source("hf", check_hf_dir(request.from_hf), f"hf:{request.from_hf.name}")
-    return catalogue_source(request.model or DEFAULT_MODEL)
+    return catalogue_source(request.model or selected_model())
 
 
 def existing_build(name: str, scheme: NBitsScheme) -> dict[str, Manifest] | None:

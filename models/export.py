@@ -52,6 +52,7 @@ def quantize_weights(src: Path, out_dir: Path, scheme: NBitsScheme = NBitsScheme
     target = out_dir / MODEL_FILE
     # Inline weights load fastest, but a protobuf holds at most 2 GB (Qwen2.5-Coder-1.5B's 8-bit
     # graph with its FP32 embedding table does not fit): then they go to model.onnx.data.
-    external = quantizer.model.model.ByteSize() > PROTOBUF_LIMIT_BYTES
+    weights = sum(len(t.raw_data) for t in quantizer.model.model.graph.initializer)
+    external = weights > PROTOBUF_LIMIT_BYTES  # (ByteSize() itself fails past the limit)
     quantizer.model.save_model_to_file(str(target), use_external_data_format=external)
     return target

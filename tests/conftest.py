@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from inference.paths import DEFAULT_MODEL, fastcomplete_home
+from inference.paths import default_model as default_model_name
+from inference.paths import fastcomplete_home
 from models.build import BuildRequest, build
 from models.tiny import TINY_NAME
 
@@ -37,10 +38,20 @@ def real_model(shared_home: Path) -> Path:
     return build(BuildRequest(model=SMALL_REAL_MODEL), quiet=True).path
 
 
+# The code model (fill-in-the-middle, repository-level prompts): its own end-to-end tests.
+CODE_MODEL = "qwen2.5-coder-0.5b"
+
+
 @pytest.fixture(scope="session")
 def default_model(shared_home: Path) -> Path:
-    """The default catalogue model, as `make demo` builds it for a new user."""
-    return build(BuildRequest(model=DEFAULT_MODEL), quiet=True).path
+    """This machine's default catalogue model, as `make demo` builds it for a new user."""
+    return build(BuildRequest(model=default_model_name()), quiet=True).path
+
+
+@pytest.fixture(scope="session")
+def code_model(shared_home: Path) -> Path:
+    """Qwen2.5-Coder-0.5B: `make test` builds it before pytest; built here if missing."""
+    return build(BuildRequest(model=CODE_MODEL), quiet=True).path
 
 
 @pytest.fixture

@@ -158,3 +158,28 @@ def test_models_list_shows_what_can_be_built(home: Path) -> None:
     for name in CATALOGUE:
         assert name in out
     assert "1117 MB download" in out and "no models built yet" in out
+
+
+def test_the_default_follows_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CPU the model that saves the most keystrokes, with a GPU the best by exact match;
+    FASTCOMPLETE_MODEL wins over both, and every default is in the catalogue."""
+    from inference import device, paths
+
+    monkeypatch.delenv("FASTCOMPLETE_MODEL", raising=False)
+    monkeypatch.setattr(device, "gpu_present", lambda: False)
+    assert paths.selected_model() == paths.DEFAULT_MODEL == "smollm2-135m"
+    monkeypatch.setattr(device, "gpu_present", lambda: True)
+    monkeypatch.setattr(device, "cuda_runtime_installed", lambda: False)
+    assert paths.selected_model() == paths.DEFAULT_MODEL  # no onnxruntime-gpu: the CPU's
+    monkeypatch.setattr(device, "cuda_runtime_installed", lambda: True)
+    assert paths.selected_model() == paths.GPU_DEFAULT_MODEL == "qwen2.5-coder-1.5b"
+    monkeypatch.setenv("FASTCOMPLETE_MODEL", "my-model")
+    assert paths.selected_model() == "my-model"
+    assert {paths.DEFAULT_MODEL, paths.GPU_DEFAULT_MODEL} <= set(CATALOGUE)
+
+
+def test_fastcomplete_device_cpu_means_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from inference.device import gpu_present
+
+    monkeypatch.setenv("FASTCOMPLETE_DEVICE", "cpu")
+    assert not gpu_present()

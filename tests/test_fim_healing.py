@@ -111,3 +111,17 @@ def test_repository_files_come_first_and_stay_put(qwen: SimpleNamespace) -> None
     stable += "<|file_sep|>app.py\n<|fim_prefix|>"
     assert one.startswith(stable) and two.startswith(stable)
     assert one.endswith("<|fim_suffix|>|\nprint(x)<|fim_middle|>")
+
+
+def test_the_suffix_is_whole_lines_within_its_budget() -> None:
+    from lsp_server.context import fim_suffix
+
+    after = ")\n" + "\n".join(f"line_{i} = {i}" for i in range(100))
+    count = len  # one token a character, for the test
+    got = fim_suffix(after, 40, count)
+    assert got.startswith(")\n") and not got.endswith("=")
+    assert all(row == "" or row.startswith("line_") for row in got.split("\n")[1:])
+    assert count(got) <= 40 + 1  # the cursor's own line always goes in
+    assert fim_suffix(after, 0, count) == ""
+    assert fim_suffix("x" * 50, 10, count) == "x" * 50  # the rest of the cursor's line
+    assert len(fim_suffix("x" * 100_000, 10, count)) == 60  # unless it is minified code

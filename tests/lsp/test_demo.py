@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from inference.paths import DEFAULT_MODEL
-
 
 def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run(
     default_model: Path,
@@ -30,10 +28,10 @@ def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run(
         assert all(text.strip() for _, text in completions), out.stdout
         again = re.findall(r"^  asked again\s+\d+ ms  -> '(.+)'  \(remembered", out.stdout, re.M)
         assert again == [text for _, text in completions], out.stdout
-        for model in (f"{DEFAULT_MODEL}/fast", f"{DEFAULT_MODEL}/standard"):
+        for model in (f"{default_model()}/fast", f"{default_model()}/standard"):
             # A fresh cache each run: nothing comes from the previous run's.
             assert re.search(
                 rf"^{model}: \d+ requests, 0 cache hits, TTFT p50 \d+ ms", out.stdout, re.M
             ), (run, out.stdout)
         assert "explain `load_orders`" in out.stdout
-        assert f"({DEFAULT_MODEL}/standard," in out.stdout
+        assert f"({default_model()}/standard," in out.stdout

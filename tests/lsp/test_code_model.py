@@ -1,6 +1,5 @@
-"""The default catalogue model end to end, as a new user gets it: a real LSP client against
-`fastcomplete serve` on the model `make demo` builds. For a code model (Qwen2.5-Coder): a FIM
-prompt healed mid-word, and no special token in any answer (the
+"""The code model (Qwen2.5-Coder-0.5B from the catalogue) end to end: a real LSP client against
+`fastcomplete serve`, a FIM prompt healed mid-word, and no special token in any answer (the
 suite's conftest scans every answer)."""
 
 from __future__ import annotations
@@ -30,15 +29,15 @@ CURSOR = (9, len("    agent = San"))
 
 
 @pytest_lsp.fixture(config=config())
-async def client(lsp_client: LanguageClient, default_model: Path):
-    await start(lsp_client, model_options(default_model))
+async def client(lsp_client: LanguageClient, code_model: Path):
+    await start(lsp_client, model_options(code_model))
     await wait_ready(lsp_client)
     yield
     await lsp_client.shutdown_session()
 
 
-def test_the_default_is_a_code_model_with_its_fim_tokens(default_model: Path) -> None:
-    manifest = read_manifest(default_model / "fast")
+def test_the_code_model_keeps_its_fim_tokens(code_model: Path) -> None:
+    manifest = read_manifest(code_model / "fast")
     assert manifest.fim is not None and manifest.fim.file_sep == "<|file_sep|>"
     assert manifest.precision == "int8-weight-only"
 
