@@ -28,10 +28,10 @@ def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run(
         assert all(text.strip() for _, text in completions), out.stdout
         again = re.findall(r"^  asked again\s+\d+ ms  -> '(.+)'  \(remembered", out.stdout, re.M)
         assert again == [text for _, text in completions], out.stdout
-        for model in (f"{default_model()}/fast", f"{default_model()}/standard"):
+        for model in (f"{default_model_name()}/fast", f"{default_model_name()}/standard"):
             # A fresh cache each run: nothing comes from the previous run's.
             assert re.search(
                 rf"^{model}: \d+ requests, 0 cache hits, TTFT p50 \d+ ms", out.stdout, re.M
             ), (run, out.stdout)
         assert "explain `load_orders`" in out.stdout
-        assert f"({default_model()}/standard," in out.stdout
+        assert f"({default_model_name()}/standard," in out.stdout

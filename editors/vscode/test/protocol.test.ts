@@ -53,6 +53,7 @@ before(async () => {
       fastModelPath: join(model, "fast"),
       standardModelPath: join(model, "standard"),
       debounceMs: 0,
+      preloadStandard: true, // the tests below use both models (else the wait below times out)
     },
   });
   assert.ok(init.capabilities.inlineCompletionProvider, "inline completion is advertised");
