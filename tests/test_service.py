@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from inference.engine import EngineConfig
+from inference.engine import EngineConfig, _healed
 from lsp_server.service import BadRequest, CompletionService
 from lsp_server.suggestions import Remembered
 
@@ -257,8 +257,11 @@ async def test_the_cursor_resting_warms_its_prompt(service: CompletionService) -
     assert service.stats()["events"]["warmups"] == warmed + 1
     snap = service.snapshot(URI)
     plan = service.plan(snap, service._cursor_view(snap, 4, 20))
-    pool = service.engine.router.loaded("fast").pool
-    assert pool.cached_tokens(list(plan.tokens.ids)) == len(plan.tokens.ids)
+    model = service.engine.router.loaded("fast")
+    # What the request will run: healed at the cursor (`sqrt|`), as the warm-up prefilled it.
+    healed, config = _healed(model, list(plan.tokens.ids), plan.config)
+    assert config.constraint == "sqrt" and len(healed) == len(plan.tokens.ids) - 1
+    assert model.pool.cached_tokens(healed) == len(healed)
 
 
 @pytest.mark.real_model
@@ -269,7 +272,10 @@ async def test_accepting_before_the_next_suggestion_is_ready_waits_for_it(
     real_service.open(URI, ITEMS, 1, "python")
     shown = await real_service.complete(URI, 3, 21)
     assert shown is not None
-    await asyncio.sleep(0.05)  # the prefetch has started, not finished
+    for _ in range(1000):  # accept as soon as the prefetch has started (it takes ~30 ms)
+        if URI in real_service._ahead:
+            break
+        await asyncio.sleep(0.001)
     assert URI in real_service._ahead
     _edit(real_service, 2, 3, 21, shown.text)  # accepted at once
     after = await real_service.complete(URI, 3, 21 + len(shown.text))
