@@ -51,7 +51,7 @@ def _models_list(args: argparse.Namespace) -> int:
             {
                 "name": e.name,
                 "summary": e.summary,
-                "download_bytes": e.download_bytes,
+                "download_bytes": e.gguf_bytes,
                 "wheels": len(e.wheels),
                 "fim": e.fim,
                 "license": e.license,
@@ -66,7 +66,7 @@ def _models_list(args: argparse.Namespace) -> int:
         return 0
     print("can be built (fastcomplete models build --model NAME):")
     for e in CATALOGUE.values():
-        mark = "built" if e.name in built else f"{e.download_bytes / 1e6:.0f} MB download"
+        mark = "built" if e.name in built else f"{e.gguf_bytes / 1e6:.0f} MB download"
         print(f"  {e.name:<20} {mark:<18} {e.summary}")
     print("built:")
     if not statuses:

@@ -53,10 +53,6 @@ class CatalogueEntry:
     license: str
     fim: bool
 
-    @property
-    def download_bytes(self) -> int:
-        return self.gguf_bytes
-
 
 def _parts(stem: str, version: str, sums: tuple[str, ...]) -> tuple[Wheel, ...]:
     module = stem.replace("-", "_")

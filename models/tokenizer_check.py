@@ -31,17 +31,14 @@ def tokenizer_problems(
 
     tokenizer = Tokenizer.from_file(str(tokenizer_json))
     problems = []
-    for token_id in eos_token_ids:
-        if not 0 <= token_id < vocab_size:
-            problems.append(f"stop id {token_id} is outside the vocabulary (size {vocab_size})")
-            continue
-        text = tokenizer.id_to_token(token_id)
-        if text is None:
-            problems.append(f"stop id {token_id} has no token in {tokenizer_json.name}")
     must = {}
     for token_id in eos_token_ids:
         text = tokenizer.id_to_token(token_id) if 0 <= token_id < vocab_size else None
-        if text is not None:
+        if not 0 <= token_id < vocab_size:
+            problems.append(f"stop id {token_id} is outside the vocabulary (size {vocab_size})")
+        elif text is None:
+            problems.append(f"stop id {token_id} has no token in {tokenizer_json.name}")
+        else:
             must[text] = f"stop token {text!r}"
     for text in fim.tokens() if fim else ():
         must[text] = f"FIM token {text!r}"

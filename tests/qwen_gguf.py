@@ -15,6 +15,8 @@ from pathlib import Path
 
 import gguf
 
+from inference.manifest import FimTemplate
+
 # Qwen2.5-Coder's added tokens, in id order (151643 to 151664 in the real vocabulary).
 QWEN_SPECIALS = (
     "<|endoftext|>",
@@ -41,6 +43,14 @@ QWEN_SPECIALS = (
     "<|file_sep|>",
 )
 USER_DEFINED = ("<tool_call>", "</tool_call>")
+QWEN_FIM = FimTemplate(
+    "<|fim_prefix|>",
+    "<|fim_suffix|>",
+    "<|fim_middle|>",
+    pad="<|fim_pad|>",
+    repo_name="<|repo_name|>",
+    file_sep="<|file_sep|>",
+)
 FIM_TOKENS = ("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>")
 
 # Merges in rank order; each one's result is also a vocabulary entry.

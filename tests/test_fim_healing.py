@@ -10,21 +10,13 @@ import pytest
 
 from inference.engine import _healed
 from inference.generate import GenerationConfig
-from inference.manifest import FimTemplate
 from inference.tokenizer import Tokenizer
 from lsp_server.context import Snippet, build_context
 from models.convert import _save_tokenizer, gguf_tokenizer
 from models.source import Source
-from tests.qwen_gguf import write_qwen_gguf
+from tests.qwen_gguf import QWEN_FIM, write_qwen_gguf
 
-FIM = FimTemplate(
-    "<|fim_prefix|>",
-    "<|fim_suffix|>",
-    "<|fim_middle|>",
-    pad="<|fim_pad|>",
-    repo_name="<|repo_name|>",
-    file_sep="<|file_sep|>",
-)
+FIM = QWEN_FIM
 
 
 @pytest.fixture(scope="module")

@@ -22,19 +22,12 @@ from models.tokenizer_check import tokenizer_problems
 from tests.qwen_gguf import (
     CHAT_TEMPLATE,
     FIM_TOKENS,
+    QWEN_FIM,
     QWEN_SPECIALS,
     qwen_vocabulary,
     write_qwen_gguf,
 )
 
-QWEN_FIM = FimTemplate(
-    "<|fim_prefix|>",
-    "<|fim_suffix|>",
-    "<|fim_middle|>",
-    pad="<|fim_pad|>",
-    repo_name="<|repo_name|>",
-    file_sep="<|file_sep|>",
-)
 VOCAB_SIZE = len(qwen_vocabulary())  # the GGUF's token count: the model's vocabulary size
 ORDINARY = {t: i for i, t in enumerate(qwen_vocabulary()) if t not in QWEN_SPECIALS}
 
