@@ -10,7 +10,8 @@ gaps planned up front (log-normal, median ~135 ms, plus 0.3-0.9 s after a newlin
 does not wait for the server). "\\n" and the next line's indentation are one key (auto-indent).
 Per key the client does what VS Code does: didChange, $/cancelRequest for the previous unanswered
 inline request, an automatic inline-completion request at the new cursor, and
-fastcomplete/didFocus when the cursor has rested 150 ms.
+fastcomplete/didFocus when the cursor has rested 150 ms (`--no-focus`: never, as a plain LSP
+client such as Neovim's built-in one does; `--focus-both`: each configuration both ways).
 
 A suggestion counts when its answer arrives before the next key is due. When it is exactly what
 comes next (or, for a multi-line one, its first line is exactly the rest of the line) the person
@@ -224,14 +225,17 @@ async def sleep_until(t: float) -> None:
     await asyncio.sleep(max(0.0, t - time.perf_counter()))
 
 
-async def replay(served: Served, region: Region, index: int, seed: int) -> Replay:
+async def replay(
+    served: Served, region: Region, index: int, seed: int, focus: bool = True
+) -> Replay:
     client = served.client
     name = Path(region.path)
     uri = f"file:///bench/assist/{index}/{name.parent.name}/{name.name}"
     typed, planned = region.typed, gaps(region.typed, seed + index)
     out = Replay(region.path, region.line, baseline_keys(region))
     did_open(client, uri, "python", region.before + region.after)
-    did_focus(client, uri, end_position(region.before))  # VS Code: at once when it opens
+    if focus:
+        did_focus(client, uri, end_position(region.before))  # VS Code: at once when it opens
     await asyncio.sleep(OPEN_S)
     asked: list[Asked] = []
     commands: list[asyncio.Task] = []
@@ -274,7 +278,7 @@ async def replay(served: Served, region: Region, index: int, seed: int) -> Repla
         if done >= len(typed):
             break
         gap = planned[done]
-        if gap > FOCUS_AFTER_S:
+        if focus and gap > FOCUS_AFTER_S:
             await sleep_until(due + FOCUS_AFTER_S)
             did_focus(client, uri, cursor)  # the cursor rested
         due += gap
@@ -296,10 +300,10 @@ async def replay(served: Served, region: Region, index: int, seed: int) -> Repla
 
 
 async def run_config(
-    label: str, settings: dict[str, Any], cases: list[Region], seed: int
+    label: str, settings: dict[str, Any], cases: list[Region], seed: int, focus: bool = True
 ) -> dict[str, Any]:
     served = await start_server(settings, "assist")
-    replays = [await replay(served, region, i, seed) for i, region in enumerate(cases)]
+    replays = [await replay(served, region, i, seed, focus) for i, region in enumerate(cases)]
     stats = await stop_server(served)
     baseline = sum(r.baseline for r in replays)
     used = sum(r.used for r in replays)
@@ -310,6 +314,7 @@ async def run_config(
     return {
         "config": label,
         "settings": settings,
+        "focus": focus,
         "server_home": served.home,
         "baseline_keys": baseline,
         "used_keys": used,
@@ -369,6 +374,14 @@ def main() -> int:
     parser.add_argument(
         "--configs", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: all)"
     )
+    parser.add_argument(
+        "--no-focus",
+        action="store_true",
+        help="send no fastcomplete/didFocus (a plain LSP client: only didOpen, didChange, asks)",
+    )
+    parser.add_argument(
+        "--focus-both", action="store_true", help="each config with and without didFocus"
+    )
     parser.add_argument("--json", type=Path, default=Path("bench/results/assist.json"))
     args = parser.parse_args()
     count, max_chars = (2, 120) if args.quick else (args.regions, args.max_chars)
@@ -382,13 +395,17 @@ def main() -> int:
     chars = sum(len(c.typed) for c in cases)
     print(f"{len(cases)} regions, {chars} characters", file=sys.stderr)
     results = []
-    for label in labels:
-        started = time.perf_counter()
-        results.append(asyncio.run(run_config(label, CONFIGS[label], cases, args.seed)))
-        print(f"done: {label} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    focuses = [True, False] if args.focus_both else [not args.no_focus]
+    for focus in focuses:
+        for label in labels:
+            started = time.perf_counter()
+            row = label if focus else f"{label}, no didFocus"
+            config = CONFIGS[label]
+            results.append(asyncio.run(run_config(row, config, cases, args.seed, focus)))
+            print(f"done: {row} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     print("\nkeystrokes saved: a person types real code, accepting exact suggestions (Tab)")
     print("(p50/p95: client latency of the requests answered with a suggestion)\n")
-    width = max(len(label) for label in labels)
+    width = max(len(r["config"]) for r in results)
     print(f"{'config':<{width}} " + " ".join(f"{head:>9}" for head, _ in COLUMNS))
     for r in results:
         cells = []
@@ -407,6 +424,9 @@ def main() -> int:
         print(f"\nkeystrokes saved, fast / items 2-4 off: {ratio(by['fast'], by.get(labels[1]))}")
     if "standard" in by and "fast" in by:
         print(f"keystrokes saved, fast / standard: {ratio(by['fast'], by['standard'])}")
+    if "fast, no didFocus" in by and "fast" in by:
+        plain = ratio(by["fast, no didFocus"], by["fast"])
+        print(f"keystrokes saved, no didFocus / with it (fast): {plain}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     payload = {"regions": len(cases), "seed": args.seed, "configs": results}
     args.json.write_text(json.dumps(payload, indent=2))

@@ -1,13 +1,17 @@
 """Typing replay: real files typed character by character through a real LSP client.
 
-    python bench/typing.py [--chars 240] [--json bench/results/typing.json]
+    python bench/typing.py [--chars 240] [--gap-ms 90 --pause-ms 700] [--no-focus]
+                           [--json bench/results/typing.json]
 
 For each file size (a 50-line and a 2,000-line Python standard-library file) and fast mode on and
 off: a fresh `fastcomplete serve`, the file opened without one region, and that region typed back
-with human-like gaps between keys (log-normal around 140 ms, longer pauses after newlines). After
-every key the client sends didChange and an inline-completion request, cancelling the previous
-request as VS Code does, and `fastcomplete/didFocus` when the cursor rests 150 ms. Latency is
-measured at the client, from request to answer.
+with human-like gaps between keys (log-normal around 140 ms, longer pauses after newlines), or
+with `--gap-ms` a steady gap and `--pause-ms` a pause at the end of each line (before its
+newline). After every key the client sends didChange and an inline-completion request,
+cancelling the previous request as VS Code does, and `fastcomplete/didFocus` when the cursor
+rests 150 ms; `--no-focus` leaves that out, as a plain LSP client (Neovim's built-in, Helix,
+Emacs) does. Latency is measured at the client, from request to answer; a key counts as shown
+when its suggestion arrives before the next key, a line-end pause when one arrives within it.
 """
 
 from __future__ import annotations
@@ -22,21 +26,29 @@ sys.path.insert(0, os.path.dirname(_HERE))  # the repository root, for `bench.ls
 
 import argparse
 import asyncio
+import contextlib
 import json
-import statistics
 import sysconfig
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from lsprotocol import types
-
-from bench.lsp_replay import human_gaps
-from inference.paths import model_dir, selected_model
-from lsp_server.demo import DemoClient, client_capabilities
+from bench.lsp_replay import (
+    Asked,
+    ask_inline,
+    cancel,
+    did_focus,
+    did_insert,
+    did_open,
+    end_position,
+    human_gaps,
+    percentile,
+    start_server,
+    stop_server,
+)
+from inference.paths import selected_model
 
 FOCUS_AFTER_S = 0.15  # the clients send fastcomplete/didFocus when the cursor rests this long
+OPEN_S = 2.0  # an editor is open a moment before the first key
 FILES = {"50 lines": ("textwrap.py", 50), "2000 lines": ("argparse.py", 2000)}
 
 
@@ -59,137 +71,130 @@ def _region(text: str, chars: int) -> tuple[str, str, str]:
     return before, typed, after
 
 
-def _position(text: str) -> types.Position:
-    lines = text.split("\n")
-    return types.Position(len(lines) - 1, len(lines[-1].encode("utf-16-le")) // 2)
+def gaps(typed: str, seed: int, gap_s: float | None, pause_s: float) -> list[float]:
+    """The wait after each key: human-like (bench.lsp_replay.human_gaps), or `gap_s` with
+    `pause_s` after a line's last character (the key before its newline)."""
+    if gap_s is None:
+        return human_gaps(typed, seed)
+    return [
+        pause_s if i + 1 < len(typed) and typed[i + 1] == "\n" and ch != "\n" else gap_s
+        for i, ch in enumerate(typed)
+    ]
+
+
+def _in_time(asked: Asked, within_s: float) -> bool:
+    return (
+        bool(asked.items) and asked.arrived is not None and asked.arrived - asked.sent <= within_s
+    )
 
 
 async def replay(
     label: str,
     text: str,
     fast_mode: bool,
+    planned: list[float],
     chars: int,
-    seed: int,
+    focus: bool = True,
     workspace: Path | None = None,
     index_on: bool = True,
 ) -> dict[str, Any]:
     """One typing run; `workspace`: the folder the editor has open (indexed before typing
     starts when `index_on`), the typed file among its files."""
-    root = model_dir(selected_model())
-    client = DemoClient()
-    home = tempfile.mkdtemp(prefix="fastcomplete-typing-")
-    await client.start_io(
-        sys.executable, "-m", "lsp_server.cli", "serve", env={"FASTCOMPLETE_HOME": home}
-    )
-    await client.initialize_async(
-        types.InitializeParams(
-            capabilities=client_capabilities(),
-            root_uri=workspace.as_uri() if workspace else None,
-            initialization_options={
-                "fastMode": fast_mode,
-                "fastModelPath": str(root / "fast"),
-                "standardModelPath": str(root / "standard"),
-                "preloadStandard": True,
-                "workspaceIndex": index_on,
-            },
-        )
-    )
-    client.initialized(types.InitializedParams())
-    while True:
+    settings = {"fastMode": fast_mode, "workspaceIndex": index_on}
+    served = await start_server(settings, "typing", workspace)
+    client = served.client
+    while workspace is not None and index_on:
         stats = await client.command("fastcomplete.stats")
-        if len(stats.get("kv_cache_bytes", {})) == 2 and stats["index"]["state"] != "building":
-            break  # both models loaded, the workspace indexed
+        if stats["index"]["state"] != "building":
+            break  # the workspace indexed
         await asyncio.sleep(0.2)
     uri = (workspace / "typed.py").as_uri() if workspace else "file:///bench/typed.py"
     before, typed, after = _region(text, chars)
-    client.text_document_did_open(
-        types.DidOpenTextDocumentParams(
-            text_document=types.TextDocumentItem(
-                uri=uri, language_id="python", version=1, text=before + after
-            )
-        )
-    )
-    await asyncio.sleep(2.0)  # an editor is open a moment before the first key
+    did_open(client, uri, "python", before + after)
+    await asyncio.sleep(OPEN_S)
     current = before
-    sent: dict[str, float] = {}
-    latencies: list[float] = []
-    outcomes = {"requests": 0, "answered": 0, "empty": 0, "cancelled": 0}
-    pending: list[asyncio.Future] = []
-    last_id: str | None = None
-
-    def done(msg_id: str, fut: Any) -> None:
-        try:
-            result = fut.result()
-        except Exception:
-            outcomes["cancelled"] += 1
-            return
-        if result is not None and result.items:
-            outcomes["answered"] += 1
-            latencies.append((time.perf_counter() - sent[msg_id]) * 1000)
-        else:
-            outcomes["empty"] += 1
-
-    for i, (ch, gap) in enumerate(zip(typed, human_gaps(typed, seed), strict=True)):
-        pos = _position(current)
-        client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=i + 2),
-                content_changes=[
-                    types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=ch)
-                ],
-            )
-        )
+    asked: list[tuple[Asked, float]] = []  # each request and the wait after its key
+    for i, (ch, gap) in enumerate(zip(typed, planned, strict=True)):
+        did_insert(client, uri, i + 2, end_position(current), ch)
         current += ch
-        if last_id is not None:
-            client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=last_id))
-        msg_id = f"req-{i}"
-        params = types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=_position(current),
-            context=types.InlineCompletionContext(
-                trigger_kind=types.InlineCompletionTriggerKind.Automatic
-            ),
-        )
-        sent[msg_id] = time.perf_counter()
-        fut = client.protocol.send_request(
-            types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id
-        )
-        fut.add_done_callback(lambda f, m=msg_id: done(m, f))
-        pending.append(asyncio.wrap_future(fut))
-        outcomes["requests"] += 1
-        last_id = msg_id
-        if gap > FOCUS_AFTER_S:  # the cursor rested: VS Code's client tells the server where
+        if asked and asked[-1][0].arrived is None:
+            cancel(client, asked[-1][0].msg_id)
+        asked.append((ask_inline(client, uri, end_position(current), f"req-{i}"), gap))
+        if focus and gap > FOCUS_AFTER_S:  # the cursor rested: our clients tell the server where
             await asyncio.sleep(FOCUS_AFTER_S)
-            focus = {"textDocument": {"uri": uri}, "position": _position(current)}
-            client.protocol.notify("fastcomplete/didFocus", focus)
+            did_focus(client, uri, end_position(current))
             gap -= FOCUS_AFTER_S
         await asyncio.sleep(gap)
-    await asyncio.gather(*pending, return_exceptions=True)
-    stats = await client.command("fastcomplete.stats")
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
-    model = "smollm2-135m/fast" if fast_mode else "smollm2-135m/standard"
+    with contextlib.suppress(Exception):  # error answers (cancelled) are recorded on Asked
+        await asyncio.wait_for(
+            asyncio.gather(*(a.future for a, _ in asked), return_exceptions=True), 60
+        )
+    stats = await stop_server(served)
+    model = f"{selected_model()}/{'fast' if fast_mode else 'standard'}"
     m = stats["models"].get(model, {})
-    lat = sorted(latencies)
+    lat = [a.latency_ms for a, _ in asked if a.items and a.latency_ms is not None]
+    pauses = [(a, gap) for a, gap in asked if gap >= 0.5]
     return {
         "file": label,
         "fast_mode": fast_mode,
+        "focus": focus,
         "index": stats["index"].get("files", 0) if index_on and workspace else "off",
-        **outcomes,
+        "requests": len(asked),
+        "answered": sum(bool(a.items) for a, _ in asked),
+        "shown": sum(_in_time(a, gap) for a, gap in asked),
+        "empty": sum(not a.items and not a.failed for a, _ in asked),
+        "cancelled": sum(a.failed for a, _ in asked),
+        "pauses": len(pauses),
+        "pauses_shown": sum(_in_time(a, gap) for a, gap in pauses),
         "server_stale_dropped": stats["server"].get("stale_dropped", 0),
-        "latency_p50_ms": round(statistics.median(lat), 1) if lat else None,
-        "latency_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 1) if lat else None,
+        "short_context": stats["server"].get("short_context", 0),
+        "whole_after_short": stats["server"].get("whole_after_short", 0),
+        "prefills": stats.get("prefill", {}).get("runs"),
+        "latency_p50_ms": percentile(lat, 0.5),
+        "latency_p95_ms": percentile(lat, 0.95),
         "ttft_p50_ms": m.get("ttft_ms", {}).get("p50") and round(m["ttft_ms"]["p50"], 1),
         "kv_reuse_share": m.get("kv_reuse_share") and round(m["kv_reuse_share"], 3),
         "prompt_tokens": m.get("prompt_tokens"),
     }
 
 
+COLS = [
+    "file",
+    "fast_mode",
+    "focus",
+    "index",
+    "requests",
+    "answered",
+    "shown",
+    "cancelled",
+    "pauses",
+    "pauses_shown",
+    "short_context",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "ttft_p50_ms",
+    "kv_reuse_share",
+]
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--chars", type=int, default=240, help="characters typed per run")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--gap-ms", type=int, help="a steady gap between keys (default: human)")
+    parser.add_argument(
+        "--pause-ms", type=int, default=700, help="with --gap-ms: the pause at each line's end"
+    )
+    parser.add_argument(
+        "--no-focus",
+        action="store_true",
+        help="send no fastcomplete/didFocus (a plain LSP client); with --focus-both, both rows",
+    )
+    parser.add_argument("--focus-both", action="store_true", help="rows with and without didFocus")
+    parser.add_argument("--files", default=",".join(FILES), help=f"of: {', '.join(FILES)}")
+    parser.add_argument("--fast-only", action="store_true", help="no fast-mode-off rows")
     parser.add_argument("--json", type=Path, default=Path("bench/results/typing.json"))
     parser.add_argument(
         "--workspace",
@@ -197,50 +202,48 @@ def main() -> int:
         help="type into a file of this folder, with the workspace index on and off (fast mode)",
     )
     args = parser.parse_args()
-    rows = []
-    runs = [(fast, label, True) for fast in (True, False) for label in FILES]
+    labels = [f.strip() for f in args.files.split(",")]
+    if unknown := [f for f in labels if f not in FILES]:
+        parser.error(f"unknown file(s) {unknown}: choose from {list(FILES)}")
+    focuses = [True, False] if args.focus_both else [not args.no_focus]
+    modes = [True] if args.fast_only else [True, False]
+    runs = [(fast, label, True, f) for f in focuses for fast in modes for label in labels]
     if args.workspace:
-        runs = [(True, label, index_on) for index_on in (False, True) for label in FILES]
-    for fast_mode, label, index_on in runs:
+        runs = [(True, label, on, f) for f in focuses for on in (False, True) for label in labels]
+    gap_s = args.gap_ms / 1000 if args.gap_ms else None
+    rows = []
+    for fast_mode, label, index_on, focus in runs:
         name, lines = FILES[label]
+        _, typed, _ = _region(_doc(name, lines), args.chars)
+        planned = gaps(typed, args.seed, gap_s, args.pause_ms / 1000)
         row = asyncio.run(
             replay(
                 label,
                 _doc(name, lines),
                 fast_mode,
+                planned,
                 args.chars,
-                args.seed,
+                focus,
                 args.workspace.resolve() if args.workspace else None,
                 index_on,
             )
         )
         rows.append(row)
         print(f"done: {label}, fast mode {'on' if fast_mode else 'off'}", file=sys.stderr)
-    cols = [
-        "file",
-        "fast_mode",
-        "index",
-        "requests",
-        "answered",
-        "empty",
-        "cancelled",
-        "server_stale_dropped",
-        "latency_p50_ms",
-        "latency_p95_ms",
-        "ttft_p50_ms",
-        "kv_reuse_share",
-    ]
-    print("\ntyping replay (each key: didChange + inlineCompletion, previous request cancelled)\n")
-    print(" | ".join(cols))
+    keys = f"{args.gap_ms} ms a key, {args.pause_ms} ms at line ends" if gap_s else "human gaps"
+    print(f"\ntyping replay, {selected_model()} ({keys}; each key: didChange + inlineCompletion,")
+    print("previous request cancelled; shown: a suggestion before the next key)\n")
+    print(" | ".join(COLS))
     for row in rows:
-        print(" | ".join(str(row[c]) for c in cols))
-    indexed = [r for r in rows if r["fast_mode"] and (not args.workspace or r["index"] != "off")]
-    fast = {r["file"]: r for r in indexed}
-    if fast["50 lines"]["latency_p50_ms"] and fast["2000 lines"]["latency_p50_ms"]:
-        ratio = fast["2000 lines"]["latency_p50_ms"] / fast["50 lines"]["latency_p50_ms"]
-        print(f"\nfast mode p50, 2000-line / 50-line file: {ratio:.2f} (target <= 1.5)")
+        print(" | ".join(str(row[c]) for c in COLS))
+    fast = {r["file"]: r for r in rows if r["fast_mode"] and r["focus"] == focuses[0]}
+    if {"50 lines", "2000 lines"} <= fast.keys():
+        short, long = fast["50 lines"]["latency_p50_ms"], fast["2000 lines"]["latency_p50_ms"]
+        if short and long:
+            print(f"\nfast mode p50, 2000-line / 50-line file: {long / short:.2f} (target <= 1.5)")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"chars": args.chars, "rows": rows}, indent=2))
+    payload = {"chars": args.chars, "gap_ms": args.gap_ms, "pause_ms": args.pause_ms, "rows": rows}
+    args.json.write_text(json.dumps(payload, indent=2))
     print(f"written to {args.json}")
     return 0
 

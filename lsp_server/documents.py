@@ -48,6 +48,7 @@ class Document:
     edited: Tree | None = None  # `tree` with the edits since, awaiting an incremental parse
     stale: bool = True  # the text changed in a way the tree cannot follow: parse from scratch
     parses: int = 0  # how many parses this document has had (for tests, bench)
+    edit_end: int | None = None  # where the last edit's text ends (where the person types)
 
 
 def _point(text: str, offset: int) -> tuple[int, Point]:
@@ -56,6 +57,19 @@ def _point(text: str, offset: int) -> tuple[int, Point]:
     column = len(text[line_begin:offset].encode("utf-8"))
     byte = len(text[:line_begin].encode("utf-8")) + column
     return byte, Point(text.count("\n", 0, line_begin), column)
+
+
+def changed_end(old: str, new: str) -> int | None:
+    """Where the text that differs ends in `new` (a client that sends whole documents says no
+    more); None when nothing changed."""
+    if old == new:
+        return None
+    n = min(len(old), len(new))
+    head = next((i for i in range(n) if old[i] != new[i]), n)
+    tail = 0
+    while tail < n - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return len(new) - tail
 
 
 def edit_tree(tree: Tree, old: str, start: int, end: int, inserted: str) -> None:
@@ -118,8 +132,10 @@ class Documents:
             if self.on_edit is not None:
                 self.on_edit(doc.uri, start, end, len(change.text))
             new = "".join((doc.text[:start], change.text, doc.text[end:]))
+            doc.edit_end = start + len(change.text)
             if not isinstance(change, types.TextDocumentContentChangePartial):
                 doc.stale = True
+                doc.edit_end = changed_end(doc.text, new)
             elif not doc.stale and doc.tree is not None and len(new) <= TREE_MAX_CHARS:
                 if doc.edited is None:
                     doc.edited = doc.tree.copy()  # snapshots keep the tree they were given
@@ -128,6 +144,10 @@ class Documents:
         doc.version = version
         self.touch(doc.uri)
         return doc
+
+    def latest(self) -> str | None:
+        """The open document the person touched last (opened, focused or asked in)."""
+        return next((u for u in reversed(self._recent) if u in self._docs), None)
 
     def touch(self, uri: str) -> None:
         self._recent[uri] = None

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lsprotocol import types
 from tree_sitter import Tree
 
 from inference.engine import Engine, EngineConfig, EngineResult
@@ -46,6 +45,7 @@ from lsp_server.documents import (
 )
 from lsp_server.indexing import Indexer
 from lsp_server.positions import PositionError, clamp_character, offset_at, position_at
+from lsp_server.prefill import Aim, BackgroundPrefill, opened_at
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
     REFACTOR_CONFIG,
@@ -63,8 +63,9 @@ from lsp_server.suggestions import Remembered, SuggestionMemory
 
 log = logging.getLogger(__name__)
 
-WARM_DELAY_S = 0.25  # idle time after an edit before the KV cache is warmed there
-FOCUS_WARM_DELAY_S = 0.0  # the client already waited for the cursor to rest
+# A short prompt's answer that post-processing rejected waits this long for the whole prompt's
+# prefill to finish, then answers from it (a pause at a line's end gets it; a key cancels it).
+T_WHOLE_WAIT_S = 3.0
 LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
 
 Notify = Callable[[str, str], None]  # (message, level: "error" | "warning" | "info")
@@ -179,7 +180,7 @@ class CompletionService:
         self.documents.on_edit = self.retention.edited
         self.counts: Counter = Counter()
         self.latest = LatestWins()
-        self.warmups = LatestWins()
+        self.prefill = BackgroundPrefill(self._plan_whole, self._prefill)
         self.prefetches = LatestWins()
         self.memory = SuggestionMemory()
         self._ahead: dict[str, Ahead] = {}  # per document: the prefetch being computed
@@ -288,6 +289,7 @@ class CompletionService:
                 if not self.models_ready.is_set():
                     self.models_ready.set()
                     self.set_state("ready", f"{variant} model ready")
+                    self._aim_at_latest()  # opened before the model was there: warm it now
             except ModelLoadError as exc:
                 missing.append(f"{variant} model: {exc}")
             if progress:
@@ -334,37 +336,53 @@ class CompletionService:
 
     def open(self, uri: str, text: str, version: int, language_id: str) -> None:
         self.documents.open(uri, text, version, language_id)
-        # The whole document's prefix is what any cursor's prompt starts with: warm it.
-        self.schedule_warm(uri, len(text.split("\n")) - 1, 0)
+        self._aim_at_opened(uri)
+
+    def _aim_at_opened(self, uri: str) -> None:
+        snap = self.documents.snapshot(uri)
+        if snap is not None and self._prefills():
+            self.aim(snap.uri, snap.version, snap.text, opened_at(snap.text, snap.tree))
+
+    def _aim_at_latest(self) -> None:
+        uri = self.documents.latest()
+        if uri is not None:
+            self._aim_at_opened(uri)
 
     def change(self, uri: str, version: int, changes: Sequence[Any]) -> None:
-        if self.documents.change(uri, version, changes) is None:
+        doc = self.documents.change(uri, version, changes)
+        if doc is None:
             log.warning("ignored edits to a document that is not open")
             self.tell_once("fastcomplete ignored edits to a document that is not open")
             return
-        last = changes[-1] if changes else None
-        if isinstance(last, types.TextDocumentContentChangePartial):
-            self.schedule_warm(uri, last.range.start.line + last.text.count("\n"), 0)
+        if doc.edit_end is not None and self._prefills():
+            self.aim(doc.uri, doc.version, doc.text, doc.edit_end)
 
     def close(self, uri: str) -> None:
         key = self.documents.key(uri)
         self.latest.cancel(key)
-        self.warmups.cancel(key)
+        self.prefill.forget(key)
         self.prefetches.cancel(key)
         self.memory.forget(key)
         self.retention.closed(key)
         self.documents.close(uri)
 
     def focus(self, uri: str, line: int | None, character: int | None) -> None:
-        """The cursor rests at (line, character) in `uri`: warm the prompt there."""
+        """The cursor rests at (line, character) in `uri` (our clients' hint): prefill there now."""
         self.counts["focus"] += 1
         doc = self.documents.get(uri)
         if doc is None:
             return  # a focus on a document not synced to us (e.g. an output panel): nothing to do
         self.documents.touch(doc.uri)
-        if line is None or character is None:
+        if line is None or character is None or not self._prefills():
             return
-        self.schedule_warm(uri, line, character, FOCUS_WARM_DELAY_S)
+        self.prefill.aim(Aim(doc.uri, doc.version, line, character), 0.0)
+
+    def aim(self, uri: str, version: int, text: str, offset: int) -> None:
+        line, character = position_at(text, offset)
+        self.prefill.aim(Aim(uri, version, line, character))
+
+    def _prefills(self) -> bool:
+        return self.engine is not None and self.models_ready.is_set()
 
     def snapshot(self, uri: str) -> Snapshot:
         snap = self.documents.snapshot(uri)
@@ -462,6 +480,9 @@ class CompletionService:
             raise BadRequest(f"unknown document {uri}: send textDocument/didOpen first")
         key, version = doc.uri, doc.version
         where = f"{key}:{line}:{character}"
+        aim = Aim(key, version, line, character)
+        if self._prefills():
+            self.prefill.aim(aim, 0.0)  # where the person is, whatever becomes of this request
         text = doc.text
         if selected is not None:
             self.counts["after_selected_item"] += 1
@@ -484,33 +505,44 @@ class CompletionService:
                 ahead = self._typed_through(doc.uri, text, line, character)
                 if ahead is not None:
                     return ahead
-        self.warmups.cancel(key)
         self.prefetches.cancel(key)
         ticket = self.latest.begin(key)
         try:
-            await asyncio.sleep(0 if invoked else self.settings.debounceMs / 1000)
-            if not self.latest.is_current(ticket) or doc.version != version:
-                self.counts["stale_dropped"] += 1
-                self.no_answer("stale", where)
-                return None
-            snap = self.snapshot(uri)  # one incremental parse of the edits since the last one
-            if selected is not None:
-                snap = with_insertion(snap, start, selected.text, end)
-            reason = self._unservable(snap)
-            if reason is not None:
-                self.counts[reason] += 1
-                self.no_answer(reason, where)
-                if reason == "refused_binary":
-                    self.tell_once(
-                        f"fastcomplete: {uri} holds binary data (NUL bytes): no completions"
+            with self.prefill.step_aside():
+                await asyncio.sleep(0 if invoked else self.settings.debounceMs / 1000)
+                if not self.latest.is_current(ticket) or doc.version != version:
+                    self.counts["stale_dropped"] += 1
+                    self.no_answer("stale", where)
+                    return None
+                snap = self.snapshot(uri)  # one incremental parse of the edits since the last one
+                if selected is not None:
+                    snap = with_insertion(snap, start, selected.text, end)
+                reason = self._unservable(snap)
+                if reason is not None:
+                    self.counts[reason] += 1
+                    self.no_answer(reason, where)
+                    if reason == "refused_binary":
+                        self.tell_once(
+                            f"fastcomplete: {uri} holds binary data (NUL bytes): no completions"
+                        )
+                    return None
+                view = self._cursor_view(snap, line, character)
+                with self.gate.foreground():
+                    candidates = MAX_ALTERNATIVES if invoked else 1
+                    plan, done = await self.in_model_thread(
+                        self._plan_and_run, snap, view, ticket.cancel, True, False, candidates
                     )
-                return None
-            view = self._cursor_view(snap, line, character)
-            with self.gate.foreground():
-                candidates = MAX_ALTERNATIVES if invoked else 1
-                plan, done = await self.in_model_thread(
-                    self._plan_and_run, snap, view, ticket.cancel, True, False, candidates
-                )
+            if plan.deferred is None:
+                if selected is None and self._ran_to_end(done):
+                    self.prefill.cached_by_request(aim)
+            else:
+                # Answered from the nearest lines: the whole prompt goes on prefilling where the
+                # person is (for the next key; before any prefetch, which needs it too).
+                self.counts["short_context"] += 1
+                if selected is None:
+                    self.prefill.offer(aim, plan.deferred)
+                    if self._rejected(done):
+                        done = await self._from_whole(snap, view, plan.deferred, aim, ticket, done)
         except PositionError as exc:
             self.counts["bad_position"] += 1
             raise BadRequest(f"{uri}: {exc}") from exc
@@ -528,14 +560,50 @@ class CompletionService:
         finally:
             self.latest.finish(ticket)
         answer = self._answer(snap, line, character, done, ticket.cancel)
-        if plan.deferred is not None:
-            # Answered from the nearest lines: prefill the whole prompt now, for the next key
-            # (before any prefetch, which would need that prompt too).
-            self.counts["short_context"] += 1
-            self.spawn(self._warm(key, line, character, 0.0, plan.deferred))
-        elif answer is not None and self.settings.prefetch:
+        if answer is not None and plan.deferred is None and self.settings.prefetch:
             self.spawn(self._prefetch(snap, answer))
         return answer
+
+    @staticmethod
+    def _ran_to_end(done: Completion) -> bool:
+        """Whether the request's own prefill finished (so its whole prompt is cached)."""
+        result = done.result
+        return (
+            result is not None
+            and result.generation is not None  # not a cache hit: that prefills nothing
+            and result.finish is not Finish.CANCELLED
+        )
+
+    @staticmethod
+    def _rejected(done: Completion) -> bool:
+        """A short prompt's answer that came back empty (not cancelled, not timed out)."""
+        return not done.text and done.result is not None and done.empty_reason != "cancelled"
+
+    async def _from_whole(
+        self,
+        snap: Snapshot,
+        view: View,
+        whole: CompletionPlan,
+        aim: Aim,
+        ticket: Any,
+        short: Completion,
+    ) -> Completion:
+        """The short prompt gave nothing to show: answer from the whole prompt once the
+        background prefill has it (within T_WHOLE_WAIT_S; the next key cancels the wait)."""
+        if not await self.prefill.until_cached(aim, ticket.cancel, T_WHOLE_WAIT_S):
+            return short
+        self.counts["whole_after_short"] += 1
+        with self.prefill.step_aside(), self.gate.foreground():
+            lang = snap.language_id
+            return await self.in_model_thread(
+                run_completion,
+                self.engine,
+                whole,
+                view.text,
+                lang,
+                cancel=ticket.cancel,
+                tree=view.tree,
+            )
 
     def _typed_through(self, key: str, text: str, line: int, character: int) -> Answer | None:
         try:
@@ -599,47 +667,20 @@ class CompletionService:
 
     # -- idle work: warm-up and prefetch ---------------------------------------------------------
 
-    def schedule_warm(
-        self, uri: str, line: int, character: int, delay_s: float = WARM_DELAY_S
-    ) -> None:
-        if self.engine is None or not self.models_ready.is_set():
-            return
-        self.spawn(self._warm(self.documents.key(uri), line, character, delay_s))
+    async def _plan_whole(self, aim: Aim) -> CompletionPlan | None:
+        """The whole prompt at `aim` for the background prefill (None: nothing to prefill)."""
+        snap = self.documents.snapshot(aim.uri)
+        if snap is None or snap.version != aim.version or self._unservable(snap) is not None:
+            return None
+        view = self._cursor_view(snap, aim.line, aim.character)
+        plan = await self.in_model_thread(self.plan, snap, view)
+        return plan if plan.prompt.strip() and plan.route is not None else None
 
-    async def _warm(
-        self,
-        uri: str,
-        line: int,
-        character: int,
-        delay_s: float,
-        plan: CompletionPlan | None = None,
-    ) -> None:
-        """Prefill the prompt for (line, character) in idle time; `plan`: it is already made.
-        A warm-up stopped by a request keeps what it prefilled (the KV slot keeps it)."""
-        ticket = self.warmups.begin(uri)
-        try:
-            await asyncio.sleep(delay_s)
-            if not self.warmups.is_current(ticket) or self.gate.busy:
-                return
-            if plan is None:
-                snap = self.documents.snapshot(uri)
-                if snap is None or self._unservable(snap) is not None:
-                    return
-                view = self._cursor_view(snap, line, character)
-                plan = await self.in_model_thread(self.plan, snap, view)
-            if plan.prompt.strip() and plan.route is not None:
-                await self.in_model_thread(
-                    self.engine.warm,
-                    plan.route,
-                    plan.prompt,
-                    plan.tokens,
-                    ticket.cancel,
-                    plan.config.heal,
-                )
-        except Exception as exc:
-            _idle_work_failed("warm-up", exc)
-        finally:
-            self.warmups.finish(ticket)
+    async def _prefill(self, plan: CompletionPlan, cancel: threading.Event) -> None:
+        assert self.engine is not None and plan.route is not None
+        await self.in_model_thread(
+            self.engine.warm, plan.route, plan.prompt, plan.tokens, cancel, plan.config.heal
+        )
 
     async def _prefetch(self, snap: Snapshot, shown: Answer) -> None:
         """The suggestion after `shown`, as if it were accepted, computed in idle time and
@@ -770,6 +811,10 @@ class CompletionService:
             "server": {k: n for k, n in self.counts.items() if not k.startswith("empty.")},
             "emptyReasons": reasons,
             "index": self.indexer.stats(),
+            "prefill": {
+                "runs": self.prefill.prefills,
+                "interruptions": self.prefill.interruptions,
+            },
             "acceptance": self.acceptance(),
             **engine,
         }

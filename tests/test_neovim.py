@@ -53,6 +53,12 @@ def test_neovim_shows_and_accepts_an_inline_completion(
     )
     assert client_id
     wait_for(lambda: (nvim.exec_lua(STATS, client_id) or {}).get("modelsReady"), timeout=120)
+    # The built-in client sends no fastcomplete/didFocus: the opened file is warmed all the same.
+    warmed = wait_for(
+        lambda: (s := nvim.exec_lua(STATS, client_id)) and s["prefill"]["runs"] >= 1 and s,
+        timeout=60,
+    )
+    assert warmed["server"].get("focus", 0) == 0
     nvim.command("normal! G$")
     nvim.input("a")  # insert mode after the last character: InsertEnter asks for a completion
     ghost = wait_for(lambda: nvim.exec_lua(GHOST), timeout=30)

@@ -163,9 +163,10 @@ def _model_requests(service: CompletionService) -> int:
 
 
 async def _idle(service: CompletionService) -> None:
-    """Wait for the background work (warm-ups, prefetches) to finish."""
-    while service._background:
+    """Wait for the background work (the prefill, prefetches) to finish."""
+    while service._background or service.prefill.pending:
         await asyncio.gather(*list(service._background))
+        await service.prefill.settled()
 
 
 @pytest.mark.real_model
@@ -225,7 +226,7 @@ async def test_a_cold_prompt_is_answered_from_the_nearest_lines(
     body = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(80))
     text = body + "def g(a, b):\n    return a"
     service.open(URI, text, 1, "python")
-    service.warmups.cancel(URI)  # no open-time warm-up: the first ask finds the prompt cold
+    service.prefill.forget(URI)  # no open-time prefill: the first ask finds the prompt cold
     service.apply_settings({"coldPrefillMs": 10, "contextTokens": 1024})
     snap = service.snapshot(URI)
     line = text.count("\n")
@@ -292,3 +293,57 @@ def test_switching_fast_mode_forgets_what_the_other_model_suggested(
     assert service.memory.find(URI, SOURCE, len(SOURCE)) is not None
     service.toggle_fast_mode()
     assert service.memory.find(URI, SOURCE, len(SOURCE)) is None
+
+
+def _cached(service: CompletionService, line: int, character: int) -> tuple[int, int]:
+    """(tokens the KV cache holds of the prompt a request at (line, character) would run, its
+    length)."""
+    snap = service.snapshot(URI)
+    plan = service.plan(snap, service._cursor_view(snap, line, character))
+    model = service.engine.router.loaded("fast")
+    healed, _ = _healed(model, list(plan.tokens.ids), plan.config)
+    return model.pool.cached_tokens(healed), len(healed)
+
+
+async def test_a_plain_client_warms_where_it_opens_and_types(service: CompletionService) -> None:
+    """No fastcomplete/didFocus: didOpen (here before the model was loaded: when it is) and each
+    didChange aim the prefill."""
+    half = "import math\n\n\ndef hypot(a, b):\n    return math.sqrt(a * a +\n\n\nprint(1)\n"
+    service.open(URI, half, 1, "python")
+    await _ready(service)
+    await _idle(service)
+    assert service.stats()["prefill"]["runs"] == 1
+    cached, length = _cached(service, 4, 28)  # the unfinished line's end, not the file's
+    assert cached == length
+    service.engine.router.loaded("fast").pool.clear()
+    _edit(service, 2, 6, 0, "x = hypot(3, ")
+    await _idle(service)
+    cached, length = _cached(service, 6, 13)
+    assert cached == length and service.stats()["prefill"]["runs"] == 2
+    assert service.stats()["server"].get("focus", 0) == 0
+
+
+async def test_the_prefill_outlives_the_requests_typing_cancels(
+    service: CompletionService,
+) -> None:
+    """Each key's request is cancelled by the next key (as VS Code does); the whole prompt at
+    the newest cursor is prefilled all the same, with no request left to ask for it."""
+    await _ready(service)
+    body = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(40))
+    service.open(URI, body, 1, "python")
+    service.prefill.forget(URI)
+    service.engine.router.loaded("fast").pool.clear()
+    line = body.count("\n")
+    pending: asyncio.Task | None = None
+    for i, ch in enumerate("total = f1(2"):
+        _edit(service, i + 2, line, i, ch)
+        if pending is not None:
+            pending.cancel()
+        pending = asyncio.ensure_future(service.complete(URI, line, i + 1))
+        await asyncio.sleep(0.005)
+    assert pending is not None
+    pending.cancel()
+    await asyncio.gather(pending, return_exceptions=True)
+    await _idle(service)
+    cached, length = _cached(service, line, 12)
+    assert cached == length

@@ -1,0 +1,134 @@
+"""The background prefill's policy with scripted plan and warm steps (no model): it aims at the
+newest event, steps aside for completions and resumes, and says when the whole prompt is cached."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from lsp_server.documents import changed_end
+from lsp_server.prefill import Aim, BackgroundPrefill, opened_at
+from lsp_server.syntax import parse
+
+A = Aim("file:///a.py", 1, 10, 4)
+B = Aim("file:///a.py", 2, 10, 5)
+
+
+class Script:
+    """Plans are the aims themselves; a warm runs `chunks` steps of `step_s`, stopping when
+    cancelled, and the chunks done survive (as a KV slot keeps them)."""
+
+    def __init__(self, chunks: int = 5, step_s: float = 0.01) -> None:
+        self.chunks, self.step_s = chunks, step_s
+        self.planned: list[Aim] = []
+        self.done: dict[Aim, int] = {}
+        self.cancelled = 0
+
+    async def plan(self, aim: Aim) -> Any:
+        self.planned.append(aim)
+        return aim
+
+    async def warm(self, plan: Any, cancel: threading.Event) -> None:
+        while self.done.get(plan, 0) < self.chunks:
+            if cancel.is_set():
+                self.cancelled += 1
+                return
+            await asyncio.sleep(self.step_s)
+            self.done[plan] = self.done.get(plan, 0) + 1
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_an_aim_is_prefilled_to_its_end() -> None:
+    async def go() -> None:
+        script = Script()
+        prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
+        prefill.aim(A)
+        assert await prefill.until_cached(A, threading.Event(), 2.0)
+        assert script.done[A] == script.chunks and script.planned == [A]
+        prefill.close()
+
+    run(go())
+
+
+def test_a_completion_pauses_the_prefill_and_it_resumes_without_planning_again() -> None:
+    async def go() -> None:
+        script = Script(chunks=20)
+        prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
+        prefill.aim(A, 0.0)
+        await asyncio.sleep(0.05)
+        with prefill.step_aside():
+            await asyncio.sleep(0.01)  # the chunk in flight ends
+            paused_at = script.done[A]
+            await asyncio.sleep(0.1)
+            assert script.done[A] == paused_at, "the prefill ran while a completion did"
+            assert not prefill.cached(A)
+        assert await prefill.until_cached(A, threading.Event(), 2.0)
+        assert script.cancelled == 1 and prefill.interruptions == 1
+        assert script.planned == [A]  # the plan survives the interruption
+        prefill.close()
+
+    run(go())
+
+
+def test_a_newer_aim_takes_over_and_the_older_one_is_not_reported_cached() -> None:
+    async def go() -> None:
+        script = Script(chunks=10)
+        prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
+        prefill.aim(A, 0.0)
+        await asyncio.sleep(0.03)
+        prefill.aim(B, 0.0)
+        assert not await prefill.until_cached(A, threading.Event(), 0.5)  # it moved on
+        assert await prefill.until_cached(B, threading.Event(), 2.0)
+        assert script.done[A] < script.chunks
+        prefill.close()
+
+    run(go())
+
+
+def test_waiting_for_the_prefill_ends_when_the_request_is_cancelled() -> None:
+    async def go() -> None:
+        script = Script(chunks=1000)
+        prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
+        prefill.aim(A, 0.0)
+        cancel = threading.Event()
+        asyncio.get_running_loop().call_later(0.05, cancel.set)
+        started = asyncio.get_running_loop().time()
+        assert not await prefill.until_cached(A, cancel, 5.0)
+        assert asyncio.get_running_loop().time() - started < 1.0
+        prefill.close()
+
+    run(go())
+
+
+def test_a_request_that_ran_the_whole_prompt_leaves_nothing_to_prefill() -> None:
+    async def go() -> None:
+        script = Script()
+        prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
+        prefill.aim(A, 1.0)
+        prefill.cached_by_request(A)
+        assert prefill.cached(A)
+        await asyncio.sleep(0.05)
+        assert script.planned == []
+        prefill.close()
+
+    run(go())
+
+
+def test_an_opened_file_is_aimed_at_its_unfinished_line_else_its_end() -> None:
+    clean = "def area(r):\n    return 3.14 * r * r\n\n\nprint(area(2))\n"
+    assert opened_at(clean, parse("python", clean)) == len(clean)
+    half = "import os\n\n\ndef käse(path):\n    return os.path.join(path,\n\n\nprint(1)\n"
+    at = opened_at(half, parse("python", half))
+    assert half[:at].endswith("os.path.join(path,")
+    assert opened_at(half, None) == len(half)  # no grammar: the end
+
+
+def test_a_whole_document_change_says_where_the_text_changed() -> None:
+    assert changed_end("abc xyz", "abc 12 xyz") == len("abc 12 ")
+    assert changed_end("héllo", "héllo!") == len("héllo!")
+    assert changed_end("same", "same") is None
+    assert changed_end("aaaa", "aa") == 2
