@@ -7,7 +7,7 @@ For each file size (a 50-line and a 2,000-line Python standard-library file) and
 off: a fresh `fastcomplete serve`, the file opened without one region, and that region typed back
 with human-like gaps between keys (log-normal around 140 ms, longer pauses after newlines), or
 with `--gap-ms` a steady gap and `--pause-ms` a pause at the end of each line (before its
-newline). After every key the client sends didChange and an inline-completion request,
+newline; `--pause-at next`: after it and the next line's indentation). After every key the client sends didChange and an inline-completion request,
 cancelling the previous request as VS Code does, and `fastcomplete/didFocus` when the cursor
 rests 150 ms; `--no-focus` leaves that out, as a plain LSP client (Neovim's built-in, Helix,
 Emacs) does. Latency is measured at the client, from request to answer; a key counts as shown
@@ -71,15 +71,24 @@ def _region(text: str, chars: int) -> tuple[str, str, str]:
     return before, typed, after
 
 
-def gaps(typed: str, seed: int, gap_s: float | None, pause_s: float) -> list[float]:
+def gaps(
+    typed: str, seed: int, gap_s: float | None, pause_s: float, pause_at: str = "end"
+) -> list[float]:
     """The wait after each key: human-like (bench.lsp_replay.human_gaps), or `gap_s` with
-    `pause_s` after a line's last character (the key before its newline)."""
+    `pause_s` at each line's end: after its last character ("end"), or after the newline and
+    the next line's indentation ("next": where a person starts the next line)."""
     if gap_s is None:
         return human_gaps(typed, seed)
-    return [
-        pause_s if i + 1 < len(typed) and typed[i + 1] == "\n" and ch != "\n" else gap_s
-        for i, ch in enumerate(typed)
-    ]
+    waits = []
+    for i in range(len(typed)):
+        after = typed[i + 1 : i + 2]
+        line_so_far = typed[: i + 1].rsplit("\n", 1)[-1]
+        if pause_at == "end":
+            pause = after == "\n" and line_so_far.strip() != ""
+        else:
+            pause = "\n" in typed[: i + 1] and not line_so_far.strip() and after.strip() != ""
+        waits.append(pause_s if pause else gap_s)
+    return waits
 
 
 def _in_time(asked: Asked, within_s: float) -> bool:
@@ -188,6 +197,12 @@ def main() -> int:
         "--pause-ms", type=int, default=700, help="with --gap-ms: the pause at each line's end"
     )
     parser.add_argument(
+        "--pause-at",
+        choices=("end", "next"),
+        default="end",
+        help="with --gap-ms: pause after a line's last character, or at the next line's start",
+    )
+    parser.add_argument(
         "--no-focus",
         action="store_true",
         help="send no fastcomplete/didFocus (a plain LSP client); with --focus-both, both rows",
@@ -215,7 +230,7 @@ def main() -> int:
     for fast_mode, label, index_on, focus in runs:
         name, lines = FILES[label]
         _, typed, _ = _region(_doc(name, lines), args.chars)
-        planned = gaps(typed, args.seed, gap_s, args.pause_ms / 1000)
+        planned = gaps(typed, args.seed, gap_s, args.pause_ms / 1000, args.pause_at)
         row = asyncio.run(
             replay(
                 label,
@@ -230,7 +245,8 @@ def main() -> int:
         )
         rows.append(row)
         print(f"done: {label}, fast mode {'on' if fast_mode else 'off'}", file=sys.stderr)
-    keys = f"{args.gap_ms} ms a key, {args.pause_ms} ms at line ends" if gap_s else "human gaps"
+    where = "line ends" if args.pause_at == "end" else "each next line's start"
+    keys = f"{args.gap_ms} ms a key, {args.pause_ms} ms at {where}" if gap_s else "human gaps"
     print(f"\ntyping replay, {selected_model()} ({keys}; each key: didChange + inlineCompletion,")
     print("previous request cancelled; shown: a suggestion before the next key)\n")
     print(" | ".join(COLS))
@@ -242,7 +258,13 @@ def main() -> int:
         if short and long:
             print(f"\nfast mode p50, 2000-line / 50-line file: {long / short:.2f} (target <= 1.5)")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"chars": args.chars, "gap_ms": args.gap_ms, "pause_ms": args.pause_ms, "rows": rows}
+    payload = {
+        "chars": args.chars,
+        "gap_ms": args.gap_ms,
+        "pause_ms": args.pause_ms,
+        "pause_at": args.pause_at,
+        "rows": rows,
+    }
     args.json.write_text(json.dumps(payload, indent=2))
     print(f"written to {args.json}")
     return 0

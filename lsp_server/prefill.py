@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 # After an edit or an open, a moment for the request that usually follows to take over first.
 T_SETTLE_S = 0.03
+# An aim this many characters on from the last prefilled one, on its line, is left to its request.
+NEAR_CHARS = 24
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,17 @@ def opened_at(text: str, tree: Tree | None) -> int:
     return sum(len(line) + 1 for line in lines[:row]) + len(lines[row].rstrip("\r"))
 
 
+def _near(warmed: Aim | None, aim: Aim) -> bool:
+    """Whether `aim` is a few characters on from `warmed` on its line: the prompt there differs
+    in a few tokens, which the request at `aim` computes in less time than a plan costs."""
+    return (
+        warmed is not None
+        and warmed.uri == aim.uri
+        and warmed.line == aim.line
+        and 0 <= aim.character - warmed.character <= NEAR_CHARS
+    )
+
+
 class BackgroundPrefill:
     """One aim at a time, the newest; a loop on the event loop plans and prefills it through the
     service's callables (which run the model work on a worker thread)."""
@@ -67,21 +80,31 @@ class BackgroundPrefill:
         self._planned: tuple[Aim, CompletionPlan] | None = None  # kept across interruptions
         self._not_before = 0.0  # event-loop time before which the aim waits
         self._done: Aim | None = None  # the last aim whose whole prompt is cached
+        self._warmed: Aim | None = None  # the last plan prefilled to its end (maybe not the aim)
         self._foreground = 0  # completions running model work
         self._cancel: threading.Event | None = None  # the prefill in flight
         self._waiters: list[asyncio.Future[None]] = []  # woken by the next change
         self._task: asyncio.Task | None = None
         self.prefills = 0  # prefills run (each resumption counts)
-        self.interruptions = 0  # prefills stopped by a completion or a newer aim
+        self.interruptions = 0  # prefills stopped by a completion or another document
 
     def aim(self, aim: Aim, delay_s: float = T_SETTLE_S) -> None:
-        """Prefill the whole prompt at `aim` from `delay_s` on (the event loop thread only)."""
+        """Prefill the whole prompt at `aim` from `delay_s` on (the event loop thread only).
+
+        A newer aim in the document being prefilled neither stops nor postpones that prefill:
+        its prompt shares all but the last keys' tokens with the newer one, so it is finished
+        first (no new plan per key, which would cost as much as the key's own request) and the
+        newer aim's few new tokens follow."""
         loop = asyncio.get_running_loop()
         if aim == self._aim or aim == self._done:
             return
-        self._stop()  # toward the newer aim; what was computed stays in the KV cache
+        at = loop.time() + delay_s
+        if self._aim is not None and self._aim.uri == aim.uri:
+            at = min(at, self._not_before)
+        else:
+            self._stop()  # another document: what was computed stays in the KV cache
         self._aim = aim
-        self._not_before = loop.time() + delay_s
+        self._not_before = at
         self._poke()
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
@@ -93,6 +116,8 @@ class BackgroundPrefill:
             self._aim = None
         if self._done is not None and self._done.uri == uri:
             self._done = None
+        if self._planned is not None and self._planned[0].uri == uri:
+            self._planned = None
 
     @contextlib.contextmanager
     def step_aside(self) -> Iterator[None]:
@@ -192,11 +217,19 @@ class BackgroundPrefill:
             if self._foreground or wait_s > 0:
                 await self._changed_within(max(wait_s, 0.0) or None)
                 continue
-            cancel = self._cancel = threading.Event()
             planned = self._planned
+            if planned is not None and planned[0].uri == aim.uri and planned[0] != self._warmed:
+                target = planned[0]  # unfinished, in this document: finish it first
+            elif _near(self._warmed, aim):
+                self._done, self._aim = aim, None  # its own request computes the few tokens left
+                self._poke()
+                continue
+            else:
+                target, planned = aim, None
+            cancel = self._cancel = threading.Event()
             try:
-                plan = planned[1] if planned and planned[0] == aim else await self._plan(aim)
-                self._planned = (aim, plan) if plan is not None else None
+                plan = planned[1] if planned is not None else await self._plan(aim)
+                self._planned = (target, plan) if plan is not None else None
                 if plan is not None and not cancel.is_set():
                     await self._warm(plan, cancel)
                     self.prefills += 1
@@ -209,8 +242,10 @@ class BackgroundPrefill:
             finally:
                 self._cancel = None
             if cancel.is_set():
-                continue  # a completion or a newer aim took over: resume when it lets us
-            if self._aim == aim:
-                self._done = aim if plan is not None else None
+                continue  # a completion or another document took over: resume when it lets us
+            if plan is not None:
+                self._warmed = target
+            if self._aim == target:
+                self._done = target if plan is not None else None
                 self._aim = None
             self._poke()

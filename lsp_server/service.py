@@ -508,30 +508,31 @@ class CompletionService:
         self.prefetches.cancel(key)
         ticket = self.latest.begin(key)
         try:
-            with self.prefill.step_aside():
-                await asyncio.sleep(0 if invoked else self.settings.debounceMs / 1000)
-                if not self.latest.is_current(ticket) or doc.version != version:
-                    self.counts["stale_dropped"] += 1
-                    self.no_answer("stale", where)
-                    return None
-                snap = self.snapshot(uri)  # one incremental parse of the edits since the last one
-                if selected is not None:
-                    snap = with_insertion(snap, start, selected.text, end)
-                reason = self._unservable(snap)
-                if reason is not None:
-                    self.counts[reason] += 1
-                    self.no_answer(reason, where)
-                    if reason == "refused_binary":
-                        self.tell_once(
-                            f"fastcomplete: {uri} holds binary data (NUL bytes): no completions"
-                        )
-                    return None
-                view = self._cursor_view(snap, line, character)
-                with self.gate.foreground():
-                    candidates = MAX_ALTERNATIVES if invoked else 1
-                    plan, done = await self.in_model_thread(
-                        self._plan_and_run, snap, view, ticket.cancel, True, False, candidates
+            await asyncio.sleep(0 if invoked else self.settings.debounceMs / 1000)
+            if not self.latest.is_current(ticket) or doc.version != version:
+                self.counts["stale_dropped"] += 1
+                self.no_answer("stale", where)
+                return None
+            snap = self.snapshot(uri)  # one incremental parse of the edits since the last one
+            if selected is not None:
+                snap = with_insertion(snap, start, selected.text, end)
+            reason = self._unservable(snap)
+            if reason is not None:
+                self.counts[reason] += 1
+                self.no_answer(reason, where)
+                if reason == "refused_binary":
+                    self.tell_once(
+                        f"fastcomplete: {uri} holds binary data (NUL bytes): no completions"
                     )
+                return None
+            view = self._cursor_view(snap, line, character)
+            # The background prefill stands aside while the model works for this request (not
+            # during the debounce: with a key every 90 ms it would get no time at all).
+            with self.prefill.step_aside(), self.gate.foreground():
+                candidates = MAX_ALTERNATIVES if invoked else 1
+                plan, done = await self.in_model_thread(
+                    self._plan_and_run, snap, view, ticket.cancel, True, False, candidates
+                )
             if plan.deferred is None:
                 if selected is None and self._ran_to_end(done):
                     self.prefill.cached_by_request(aim)

@@ -12,7 +12,8 @@ from lsp_server.prefill import Aim, BackgroundPrefill, opened_at
 from lsp_server.syntax import parse
 
 A = Aim("file:///a.py", 1, 10, 4)
-B = Aim("file:///a.py", 2, 10, 5)
+B = Aim("file:///a.py", 2, 12, 0)  # two lines down: typed on
+C = Aim("file:///c.py", 1, 3, 0)
 
 
 class Script:
@@ -74,16 +75,53 @@ def test_a_completion_pauses_the_prefill_and_it_resumes_without_planning_again()
     run(go())
 
 
-def test_a_newer_aim_takes_over_and_the_older_one_is_not_reported_cached() -> None:
+def test_a_newer_aim_in_the_same_document_finishes_the_older_plan_first() -> None:
+    """Typing moves the aim every key: the plan in flight is finished (it shares all but the
+    last keys' tokens), not thrown away and planned again per key."""
+
     async def go() -> None:
         script = Script(chunks=10)
         prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
         prefill.aim(A, 0.0)
         await asyncio.sleep(0.03)
-        prefill.aim(B, 0.0)
+        prefill.aim(B, 0.5)  # a later key does not postpone what already started
         assert not await prefill.until_cached(A, threading.Event(), 0.5)  # it moved on
-        assert await prefill.until_cached(B, threading.Event(), 2.0)
-        assert script.done[A] < script.chunks
+        assert await prefill.until_cached(B, threading.Event(), 0.4)
+        assert script.done[A] == script.chunks and script.planned == [A, B]
+        assert prefill.interruptions == 0
+        prefill.close()
+
+    run(go())
+
+
+def test_another_document_stops_the_prefill_at_once() -> None:
+    async def go() -> None:
+        script = Script(chunks=10)
+        prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
+        prefill.aim(A, 0.0)
+        await asyncio.sleep(0.03)
+        prefill.aim(C, 0.0)
+        assert await prefill.until_cached(C, threading.Event(), 2.0)
+        assert script.done[A] < script.chunks and script.planned == [A, C]
+        assert not prefill.cached(A)
+        prefill.close()
+
+    run(go())
+
+
+def test_a_few_characters_on_along_the_line_are_left_to_the_request() -> None:
+    async def go() -> None:
+        script = Script()
+        prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
+        prefill.aim(A, 0.0)
+        assert await prefill.until_cached(A, threading.Event(), 2.0)
+        near = Aim(A.uri, A.version + 3, A.line, A.character + 3)
+        prefill.aim(near, 0.0)
+        assert await prefill.until_cached(near, threading.Event(), 2.0)
+        far = Aim(A.uri, A.version + 4, A.line + 1, 0)
+        prefill.aim(far, 0.0)
+        assert await prefill.until_cached(far, threading.Event(), 2.0)
+        assert script.planned == [A, far]  # the near one needed no plan
         prefill.close()
 
     run(go())

@@ -10,6 +10,7 @@ import pytest
 from lsprotocol import types
 
 from inference.engine import EngineConfig, _healed
+from lsp_server.prefill import NEAR_CHARS
 from lsp_server.service import BadRequest, CompletionService
 from lsp_server.suggestions import Remembered
 
@@ -346,4 +347,7 @@ async def test_the_prefill_outlives_the_requests_typing_cancels(
     await asyncio.gather(pending, return_exceptions=True)
     await _idle(service)
     cached, length = _cached(service, line, 12)
-    assert cached == length
+    # All of it but the few last keys' tokens, which the next request computes faster than the
+    # prefill could plan them (NEAR_CHARS).
+    assert length - cached <= NEAR_CHARS + 1
+    assert cached > length - len("total = f1(2") - 2
