@@ -136,7 +136,11 @@ class BackgroundPrefill:
             self._planned = (aim, plan)
 
     def cached_by_request(self, aim: Aim) -> None:
-        """A request at `aim` ran the whole prompt to its end: nothing is left to prefill."""
+        """A request at `aim` ran the whole prompt to its end: nothing is left to prefill (and an
+        older plan of this document is not worth finishing)."""
+        self._warmed = aim
+        if self._planned is not None and self._planned[0].uri == aim.uri:
+            self._planned = None
         if self._aim == aim:
             self._stop()
             self._aim, self._done = None, aim
