@@ -45,7 +45,7 @@ from lsp_server.documents import (
 )
 from lsp_server.indexing import Indexer
 from lsp_server.positions import PositionError, clamp_character, offset_at, position_at
-from lsp_server.prefill import Aim, BackgroundPrefill, opened_at
+from lsp_server.prefill import T_SETTLE_S, Aim, BackgroundPrefill, opened_at
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
     REFACTOR_CONFIG,
@@ -339,9 +339,11 @@ class CompletionService:
         self._aim_at_opened(uri)
 
     def _aim_at_opened(self, uri: str) -> None:
+        if not self._prefills():
+            return  # no model yet: not worth a parse now (load_models aims when one is)
         snap = self.documents.snapshot(uri)
-        if snap is not None and self._prefills():
-            self.aim(snap.uri, snap.version, snap.text, opened_at(snap.text, snap.tree))
+        if snap is not None:
+            self._aim_at_offset(snap.uri, snap.version, snap.text, opened_at(snap.text, snap.tree))
 
     def _aim_at_latest(self) -> None:
         uri = self.documents.latest()
@@ -354,8 +356,8 @@ class CompletionService:
             log.warning("ignored edits to a document that is not open")
             self.tell_once("fastcomplete ignored edits to a document that is not open")
             return
-        if doc.edit_end is not None and self._prefills():
-            self.aim(doc.uri, doc.version, doc.text, doc.edit_end)
+        if doc.edit_end is not None:
+            self._aim_at_offset(doc.uri, doc.version, doc.text, doc.edit_end)
 
     def close(self, uri: str) -> None:
         key = self.documents.key(uri)
@@ -373,13 +375,16 @@ class CompletionService:
         if doc is None:
             return  # a focus on a document not synced to us (e.g. an output panel): nothing to do
         self.documents.touch(doc.uri)
-        if line is None or character is None or not self._prefills():
-            return
-        self.prefill.aim(Aim(doc.uri, doc.version, line, character), 0.0)
+        if line is not None and character is not None:
+            self._aim(Aim(doc.uri, doc.version, line, character), 0.0)
 
-    def aim(self, uri: str, version: int, text: str, offset: int) -> None:
-        line, character = position_at(text, offset)
-        self.prefill.aim(Aim(uri, version, line, character))
+    def _aim(self, aim: Aim, delay_s: float = T_SETTLE_S) -> None:
+        """Point the background prefill at `aim` (nowhere while no model is loaded)."""
+        if self._prefills():
+            self.prefill.aim(aim, delay_s)
+
+    def _aim_at_offset(self, uri: str, version: int, text: str, offset: int) -> None:
+        self._aim(Aim(uri, version, *position_at(text, offset)))
 
     def _prefills(self) -> bool:
         return self.engine is not None and self.models_ready.is_set()
@@ -481,8 +486,7 @@ class CompletionService:
         key, version = doc.uri, doc.version
         where = f"{key}:{line}:{character}"
         aim = Aim(key, version, line, character)
-        if self._prefills():
-            self.prefill.aim(aim, 0.0)  # where the person is, whatever becomes of this request
+        self._aim(aim, 0.0)  # where the person is, whatever becomes of this request
         text = doc.text
         if selected is not None:
             self.counts["after_selected_item"] += 1
@@ -595,13 +599,12 @@ class CompletionService:
             return short
         self.counts["whole_after_short"] += 1
         with self.prefill.step_aside(), self.gate.foreground():
-            lang = snap.language_id
             return await self.in_model_thread(
                 run_completion,
                 self.engine,
                 whole,
                 view.text,
-                lang,
+                snap.language_id,
                 cancel=ticket.cancel,
                 tree=view.tree,
             )
