@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from tree_sitter import Tree
@@ -83,6 +83,7 @@ class BackgroundPrefill:
         self._warmed: Aim | None = None  # the last plan prefilled to its end (maybe not the aim)
         self._foreground = 0  # completions running model work
         self._cancel: threading.Event | None = None  # the prefill in flight
+        self._working = False  # planning or prefilling on a worker thread now
         self._waiters: list[asyncio.Future[None]] = []  # woken by the next change
         self._task: asyncio.Task | None = None
         self.prefills = 0  # prefills run (each resumption counts)
@@ -119,12 +120,15 @@ class BackgroundPrefill:
         if self._planned is not None and self._planned[0].uri == uri:
             self._planned = None
 
-    @contextlib.contextmanager
-    def step_aside(self) -> Iterator[None]:
-        """For a completion's model work: the prefill stops at its next chunk and resumes after."""
+    @contextlib.asynccontextmanager
+    async def step_aside(self) -> AsyncIterator[None]:
+        """For a completion's model work: the prefill stops at its next chunk, which the
+        completion waits for (two model runs on two cores would slow both), and resumes after."""
         self._foreground += 1
         self._stop()
         try:
+            while self._working:
+                await self._changed_within(0.05)
             yield
         finally:
             self._foreground -= 1
@@ -231,6 +235,7 @@ class BackgroundPrefill:
             else:
                 target, planned = aim, None
             cancel = self._cancel = threading.Event()
+            self._working = True
             try:
                 plan = planned[1] if planned is not None else await self._plan(aim)
                 self._planned = (target, plan) if plan is not None else None
@@ -245,6 +250,8 @@ class BackgroundPrefill:
                 plan = None
             finally:
                 self._cancel = None
+                self._working = False
+                self._poke()
             if cancel.is_set():
                 continue  # a completion or another document took over: resume when it lets us
             if plan is not None:

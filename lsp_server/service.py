@@ -532,11 +532,12 @@ class CompletionService:
             view = self._cursor_view(snap, line, character)
             # The background prefill stands aside while the model works for this request (not
             # during the debounce: with a key every 90 ms it would get no time at all).
-            with self.prefill.step_aside(), self.gate.foreground():
-                candidates = MAX_ALTERNATIVES if invoked else 1
-                plan, done = await self.in_model_thread(
-                    self._plan_and_run, snap, view, ticket.cancel, True, False, candidates
-                )
+            async with self.prefill.step_aside():
+                with self.gate.foreground():
+                    candidates = MAX_ALTERNATIVES if invoked else 1
+                    plan, done = await self.in_model_thread(
+                        self._plan_and_run, snap, view, ticket.cancel, True, False, candidates
+                    )
             if plan.deferred is None:
                 if selected is None and self._ran_to_end(done):
                     self.prefill.cached_by_request(aim)
@@ -598,16 +599,17 @@ class CompletionService:
         if not await self.prefill.until_cached(aim, ticket.cancel, T_WHOLE_WAIT_S):
             return short
         self.counts["whole_after_short"] += 1
-        with self.prefill.step_aside(), self.gate.foreground():
-            return await self.in_model_thread(
-                run_completion,
-                self.engine,
-                whole,
-                view.text,
-                snap.language_id,
-                cancel=ticket.cancel,
-                tree=view.tree,
-            )
+        async with self.prefill.step_aside():
+            with self.gate.foreground():
+                return await self.in_model_thread(
+                    run_completion,
+                    self.engine,
+                    whole,
+                    view.text,
+                    snap.language_id,
+                    cancel=ticket.cancel,
+                    tree=view.tree,
+                )
 
     def _typed_through(self, key: str, text: str, line: int, character: int) -> Answer | None:
         try:

@@ -61,7 +61,7 @@ def test_a_completion_pauses_the_prefill_and_it_resumes_without_planning_again()
         prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
         prefill.aim(A, 0.0)
         await asyncio.sleep(0.05)
-        with prefill.step_aside():
+        async with prefill.step_aside():
             await asyncio.sleep(0.01)  # the chunk in flight ends
             paused_at = script.done[A]
             await asyncio.sleep(0.1)
