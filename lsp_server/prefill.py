@@ -26,10 +26,15 @@ from lsp_server.syntax import tree_issues
 
 log = logging.getLogger(__name__)
 
-# After an edit or an open, a moment for the request that usually follows to take over first.
+# After an edit or an open, a moment beyond the completion's debounce for the request that usually
+# follows to take over first (a plan started in the debounce is one the request waits for).
 T_SETTLE_S = 0.03
 # An aim this many characters on from the last prefilled one, on its line, is left to its request.
 NEAR_CHARS = 24
+# A plan in flight is finished first when the newer aim is at most this many lines from it (typing
+# on: the two prompts share all but the last keys' tokens); a farther aim (a click, a jump, a
+# focus elsewhere) shares little of it and is planned at once.
+NEAR_LINES = 4
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,11 @@ def opened_at(text: str, tree: Tree | None) -> int:
     row = min(issue.line for issue in issues)
     lines = text.split("\n")
     return sum(len(line) + 1 for line in lines[:row]) + len(lines[row].rstrip("\r"))
+
+
+def _continues(older: Aim, aim: Aim) -> bool:
+    """Whether `aim` is where typing from `older` leads: same document, a few lines away."""
+    return older.uri == aim.uri and abs(aim.line - older.line) <= NEAR_LINES
 
 
 def _near(warmed: Aim | None, aim: Aim) -> bool:
@@ -92,20 +102,17 @@ class BackgroundPrefill:
     def aim(self, aim: Aim, delay_s: float = T_SETTLE_S) -> None:
         """Prefill the whole prompt at `aim` from `delay_s` on (the event loop thread only).
 
-        A newer aim in the document being prefilled neither stops nor postpones that prefill:
-        its prompt shares all but the last keys' tokens with the newer one, so it is finished
-        first (no new plan per key, which would cost as much as the key's own request) and the
-        newer aim's few new tokens follow."""
+        A newer aim a few lines from the one being prefilled does not stop that prefill: its
+        prompt shares all but the last keys' tokens with the newer one, so it is finished first
+        (no new plan per key, which would cost as much as the key's own request) and the newer
+        aim's few new tokens follow after `delay_s`. A farther aim stops it."""
         loop = asyncio.get_running_loop()
         if aim == self._aim or aim == self._done:
             return
-        at = loop.time() + delay_s
-        if self._aim is not None and self._aim.uri == aim.uri:
-            at = min(at, self._not_before)
-        else:
-            self._stop()  # another document: what was computed stays in the KV cache
+        if self._aim is None or not _continues(self._aim, aim):
+            self._stop()  # elsewhere: what was computed stays in the KV cache
         self._aim = aim
-        self._not_before = at
+        self._not_before = loop.time() + delay_s
         self._poke()
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
@@ -226,8 +233,8 @@ class BackgroundPrefill:
                 await self._changed_within(max(wait_s, 0.0) or None)
                 continue
             planned = self._planned
-            if planned is not None and planned[0].uri == aim.uri and planned[0] != self._warmed:
-                target = planned[0]  # unfinished, in this document: finish it first
+            if planned is not None and _continues(planned[0], aim) and planned[0] != self._warmed:
+                target = planned[0]  # unfinished, and typing on from it: finish it first
             elif _near(self._warmed, aim):
                 self._done, self._aim = aim, None  # its own request computes the few tokens left
                 self._poke()

@@ -378,10 +378,12 @@ class CompletionService:
         if line is not None and character is not None:
             self._aim(Aim(doc.uri, doc.version, line, character), 0.0)
 
-    def _aim(self, aim: Aim, delay_s: float = T_SETTLE_S) -> None:
-        """Point the background prefill at `aim` (nowhere while no model is loaded)."""
+    def _aim(self, aim: Aim, delay_s: float | None = None) -> None:
+        """Point the background prefill at `aim` (nowhere while no model is loaded), from
+        `delay_s` on; by default once a request that follows at once is past its debounce."""
         if self._prefills():
-            self.prefill.aim(aim, delay_s)
+            settle_s = self.settings.debounceMs / 1000 + T_SETTLE_S
+            self.prefill.aim(aim, settle_s if delay_s is None else delay_s)
 
     def _aim_at_offset(self, uri: str, version: int, text: str, offset: int) -> None:
         self._aim(Aim(uri, version, *position_at(text, offset)))
@@ -486,7 +488,7 @@ class CompletionService:
         key, version = doc.uri, doc.version
         where = f"{key}:{line}:{character}"
         aim = Aim(key, version, line, character)
-        self._aim(aim, 0.0)  # where the person is, whatever becomes of this request
+        self._aim(aim)  # where the person is, whatever becomes of this request
         text = doc.text
         if selected is not None:
             self.counts["after_selected_item"] += 1

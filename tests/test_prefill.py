@@ -14,6 +14,7 @@ from lsp_server.syntax import parse
 A = Aim("file:///a.py", 1, 10, 4)
 B = Aim("file:///a.py", 2, 12, 0)  # two lines down: typed on
 C = Aim("file:///c.py", 1, 3, 0)
+FAR = Aim("file:///a.py", 1, 200, 0)  # the same document, far from A: a jump, not typing
 
 
 class Script:
@@ -84,29 +85,32 @@ def test_a_newer_aim_in_the_same_document_finishes_the_older_plan_first() -> Non
         prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
         prefill.aim(A, 0.0)
         await asyncio.sleep(0.03)
-        prefill.aim(B, 0.5)  # a later key does not postpone what already started
+        prefill.aim(B, 0.3)  # a later key does not stop what already started
         assert not await prefill.until_cached(A, threading.Event(), 0.5)  # it moved on
-        assert await prefill.until_cached(B, threading.Event(), 0.4)
-        assert script.done[A] == script.chunks and script.planned == [A, B]
+        await asyncio.sleep(0.15)
+        assert script.done[A] == script.chunks and script.planned == [A], "A is finished first"
+        assert await prefill.until_cached(B, threading.Event(), 1.0)  # B after its delay
+        assert script.planned == [A, B]
         assert prefill.interruptions == 0
         prefill.close()
 
     run(go())
 
 
-def test_another_document_stops_the_prefill_at_once() -> None:
-    async def go() -> None:
+def test_another_document_or_a_far_line_stops_the_prefill_at_once() -> None:
+    async def go(elsewhere: Aim) -> None:
         script = Script(chunks=10)
         prefill = BackgroundPrefill(script.plan, script.warm)  # type: ignore[arg-type]
         prefill.aim(A, 0.0)
         await asyncio.sleep(0.03)
-        prefill.aim(C, 0.0)
-        assert await prefill.until_cached(C, threading.Event(), 2.0)
-        assert script.done[A] < script.chunks and script.planned == [A, C]
+        prefill.aim(elsewhere, 0.0)
+        assert await prefill.until_cached(elsewhere, threading.Event(), 2.0)
+        assert script.done[A] < script.chunks and script.planned == [A, elsewhere]
         assert not prefill.cached(A)
         prefill.close()
 
-    run(go())
+    run(go(C))
+    run(go(FAR))
 
 
 def test_a_few_characters_on_along_the_line_are_left_to_the_request() -> None:
