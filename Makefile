@@ -81,13 +81,13 @@ format: $(STAMP)
 bench: models
 	$(BIN)/python -m bench.engine
 	$(BIN)/python -m bench.startup
-	$(BIN)/python -m bench.typing
+	$(BIN)/python -m bench.typing_replay
 	$(BIN)/python -m bench.first_ask
 	$(BIN)/python -m bench.assist
 	$(BIN)/python -m bench.documents
 	$(BIN)/python -m bench.index
 	$(BIN)/python -m bench.index_serving
-	$(BIN)/python -m bench.typing --workspace $(CURDIR) --json bench/results/typing_workspace.json
+	$(BIN)/python -m bench.typing_replay --workspace $(CURDIR) --json bench/results/typing_workspace.json
 
 # Repositories the model cannot have memorised (bench/eval_repos.sh), then this project itself.
 EVAL_N ?= 30

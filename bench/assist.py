@@ -28,11 +28,8 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as a script, this folder would shadow the standard library's `typing` with typing.py; the
-# repository root comes instead, for `bench.lsp_replay`.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
+# Run as a script (`python bench/NAME.py`), the repository root comes first, as under `python -m`.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse
 import asyncio
@@ -63,7 +60,7 @@ from bench.lsp_replay import (
     stop_server,
 )
 
-ROOT = Path(_HERE).parent
+ROOT = Path(__file__).resolve().parent.parent
 STDLIB_FILES = (
     "textwrap.py",
     "argparse.py",
@@ -163,7 +160,7 @@ def acceptable(suggestion: str, rest: str) -> str:
 
 
 def gaps(typed: str, seed: int) -> list[float]:
-    """The pause before each character's key, as bench/typing.py plans it; an accept takes the
+    """The pause before each character's key, as bench/typing_replay.py plans it; an accept takes the
     place (and the time) of the key that was due."""
     return human_gaps(typed, seed)
 

@@ -22,11 +22,8 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as a script, this folder would shadow the standard library's `typing` with typing.py; the
-# repository root comes instead, for `bench.lsp_replay`.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))
+# Run as a script (`python bench/NAME.py`), the repository root comes first, as under `python -m`.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse
 import asyncio
@@ -53,7 +50,7 @@ from bench.lsp_replay import (
     utf16_len,
 )
 
-ROOT = Path(_HERE).parent
+ROOT = Path(__file__).resolve().parent.parent
 STDLIB_FILES = ("textwrap.py", "argparse.py", "json/decoder.py", "shutil.py")
 GO_DIR = Path("/usr/share/doc/git/contrib/persistent-https")
 MIN_CODE_CHARS = 20  # non-blank characters on a line worth completing

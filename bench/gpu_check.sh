@@ -38,5 +38,5 @@ $py -c 'import onnxruntime as ort; ort.preload_dlls(); print("onnxruntime", ort.
 
 $py -m lsp_server.cli models build
 PYTHONUNBUFFERED=1 $py -m bench.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.txt"
-PYTHONUNBUFFERED=1 $py -m bench.typing --json "$out/typing.json" 2>&1 | tee "$out/typing.txt"
+PYTHONUNBUFFERED=1 $py -m bench.typing_replay --json "$out/typing.json" 2>&1 | tee "$out/typing.txt"
 echo "gpu_check: done; output in $out"

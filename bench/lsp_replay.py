@@ -1,5 +1,5 @@
 """What bench/first_ask.py and bench/assist.py share: a real `fastcomplete serve` behind pygls's
-client (lsp_server.demo.DemoClient), started as bench/typing.py starts it, and the messages
+client (lsp_server.demo.DemoClient), started as bench/typing_replay.py starts it, and the messages
 VS Code sends while a person edits (didOpen/didChange/didClose, fastcomplete/didFocus,
 inline-completion requests and their cancellation).
 """

@@ -172,7 +172,7 @@ def test_the_default_follows_the_machine(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(device, "cuda_runtime_installed", lambda: False)
     assert paths.selected_model() == paths.DEFAULT_MODEL  # no onnxruntime-gpu: the CPU's
     monkeypatch.setattr(device, "cuda_runtime_installed", lambda: True)
-    assert paths.selected_model() == paths.GPU_DEFAULT_MODEL == "qwen2.5-coder-0.5b"
+    assert paths.selected_model() == paths.GPU_DEFAULT_MODEL == "qwen2.5-coder-1.5b"
     monkeypatch.setenv("FASTCOMPLETE_MODEL", "my-model")
     assert paths.selected_model() == "my-model"
     assert {paths.DEFAULT_MODEL, paths.GPU_DEFAULT_MODEL} <= set(CATALOGUE)

@@ -1,6 +1,6 @@
 """Typing replay: real files typed character by character through a real LSP client.
 
-    python bench/typing.py [--chars 240] [--gap-ms 90 --pause-ms 700] [--no-focus]
+    python bench/typing_replay.py [--chars 240] [--gap-ms 90 --pause-ms 700] [--no-focus]
                            [--json bench/results/typing.json]
 
 For each file size (a 50-line and a 2,000-line Python standard-library file) and fast mode on and
@@ -19,10 +19,8 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as a script, this folder would shadow the standard library's `typing` with typing.py.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-sys.path.insert(0, os.path.dirname(_HERE))  # the repository root, for `bench.lsp_replay`
+# Run as a script (`python bench/NAME.py`), the repository root comes first, as under `python -m`.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import argparse
 import asyncio
