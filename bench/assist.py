@@ -160,8 +160,8 @@ def acceptable(suggestion: str, rest: str) -> str:
 
 
 def gaps(typed: str, seed: int) -> list[float]:
-    """The pause before each character's key, as bench/typing_replay.py plans it; an accept takes the
-    place (and the time) of the key that was due."""
+    """The pause before each character's key, as bench/typing_replay.py plans it; an accept takes
+    the place (and the time) of the key that was due."""
     return human_gaps(typed, seed)
 
 

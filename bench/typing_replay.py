@@ -7,10 +7,10 @@ For each file size (a 50-line and a 2,000-line Python standard-library file) and
 off: a fresh `fastcomplete serve`, the file opened without one region, and that region typed back
 with human-like gaps between keys (log-normal around 140 ms, longer pauses after newlines), or
 with `--gap-ms` a steady gap and `--pause-ms` a pause at the end of each line (before its
-newline; `--pause-at next`: after it and the next line's indentation). After every key the client sends didChange and an inline-completion request,
-cancelling the previous request as VS Code does, and `fastcomplete/didFocus` when the cursor
-rests 150 ms; `--no-focus` leaves that out, as a plain LSP client (Neovim's built-in, Helix,
-Emacs) does. Latency is measured at the client, from request to answer; a key counts as shown
+newline; `--pause-at next`: after it and the next line's indentation). After every key the
+client sends didChange and an inline-completion request, cancelling the previous request as VS
+Code does, and `fastcomplete/didFocus` when the cursor rests 150 ms; `--no-focus` leaves that
+out, as a plain LSP client (Neovim's built-in, Helix, Emacs) does. Latency is measured at the client, from request to answer; a key counts as shown
 when its suggestion arrives before the next key, a line-end pause when one arrives within it.
 """
 

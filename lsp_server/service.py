@@ -382,8 +382,9 @@ class CompletionService:
         """Point the background prefill at `aim` (nowhere while no model is loaded), from
         `delay_s` on; by default once a request that follows at once is past its debounce."""
         if self._prefills():
-            settle_s = self.settings.debounceMs / 1000 + T_SETTLE_S
-            self.prefill.aim(aim, settle_s if delay_s is None else delay_s)
+            if delay_s is None:
+                delay_s = self.settings.debounceMs / 1000 + T_SETTLE_S
+            self.prefill.aim(aim, delay_s)
 
     def _aim_at_offset(self, uri: str, version: int, text: str, offset: int) -> None:
         self._aim(Aim(uri, version, *position_at(text, offset)))
