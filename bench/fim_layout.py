@@ -6,7 +6,7 @@ A FIM prompt (prefix, suffix token, the code after the cursor, middle token) cha
 cursor on every key, so everything after the cursor's token is computed again: the typed
 character, the suffix and the middle token. Here one real line of argparse.py (the first 2,000
 lines, the cursor at that line's start, the rest of the file after it) is typed a key at a time
-through the server's own planning (`plan_for_engine`, healing as the plan says); each key's
+through the server's own planning (`plan_at`, healing as the plan says); each key's
 prompt is prefilled on top of the previous key's KV cache, and the tokens computed and the
 milliseconds are reported per suffix budget (`FIM_SUFFIX_TOKENS`), medians over the keys.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from inference.engine import Engine, EngineConfig
 from inference.router import FAST
 from lsp_server import context
-from lsp_server.completion import plan_for_engine
+from lsp_server.completion_plan import Cursor, plan_at
 from lsp_server.settings import Settings
 
 BUDGETS = (0, 48, 128, 256)
@@ -55,18 +55,11 @@ def main() -> int:
         for k in range(args.keys + 1):
             typed = line[: indent + k]
             text = "\n".join([*head, typed + "\n" + "\n".join(tail)])
-            plan = plan_for_engine(
-                engine,
-                text,
-                TYPED_LINE,
-                len(typed),
-                settings,
-                language_id="python",
-                path="Lib/argparse.py",
-            )
+            at = Cursor(text, TYPED_LINE, len(typed), "python", "file:///cpython/Lib/argparse.py")
+            plan = plan_at(engine, at, settings)
             started = time.perf_counter()
             done = engine.warm(
-                plan.route, plan.prompt, plan.tokens, threading.Event(), plan.config.heal
+                plan.serving, plan.prompt, plan.tokens, threading.Event(), plan.config.heal
             )
             if k:  # the first key only fills the cache
                 computed.append(done)

@@ -78,6 +78,38 @@ class EngineResult:
         return self.fallback_reason is not None
 
 
+@dataclass(frozen=True)
+class ServingPlan:
+    """The engine's one answer, per request, to "which model, and how is its prompt made":
+    the route of models in order, the loaded local model that serves it first (its tokenizer
+    counts and encodes the prompt, its FIM template shapes it, its KV cache is warmed), and the
+    FIM form of a remote that serves first. Decided once by `Engine.serving_plan`, carried on."""
+
+    route: Route
+    model: Model | None  # None: no local model loaded that can serve
+    fim: FimTemplate | None
+    prefill_s_per_token: float  # on `model`: measured, or PREFILL_S_PER_TOKEN before that
+
+    def encode(self, prompt: str) -> Tokens | None:
+        """`prompt`'s ids by the model that serves first (None: none, or nothing to encode)."""
+        if self.model is None or not prompt.strip():
+            return None
+        return Tokens(self.model.tokenizer_id, tuple(self.model.tokenizer.encode(prompt)))
+
+    def count_tokens(self) -> Callable[[str], int] | None:
+        tokenizer = self.model.tokenizer if self.model is not None else None
+        return (lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None
+
+    def prefill_estimate_s(self, tokens: Tokens) -> float:
+        """How long prefilling the part of `tokens` no KV slot holds would take (0 when no
+        model is loaded, or another tokenizer made them)."""
+        model = self.model
+        if model is None or tokens.tokenizer != model.tokenizer_id:
+            return 0.0
+        uncached = len(tokens.ids) - model.pool.cached_tokens(list(tokens.ids))
+        return uncached * self.prefill_s_per_token
+
+
 def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
     def load() -> Model:
         if not directory.exists():
@@ -106,7 +138,13 @@ def _healed(
 
 
 class Engine:
-    def __init__(self, config: EngineConfig = EngineConfig()) -> None:
+    def __init__(
+        self,
+        config: EngineConfig = EngineConfig(),
+        loaders: dict[str, Callable[[], Any]] | None = None,
+    ) -> None:
+        """`loaders`: how each variant's model is made (default: loaded from its folder; tests
+        pass scripted ones)."""
         self.config = config
         self.metrics = Metrics()
         dirs = {
@@ -114,7 +152,8 @@ class Engine:
             STANDARD: config.standard_dir or variant_dir(config.model_name, STANDARD),
         }
         self.model_dirs = dirs
-        loaders: dict[str, Callable[[], Any]] = {v: _loader(d, config) for v, d in dirs.items()}
+        if loaders is None:
+            loaders = {v: _loader(d, config) for v, d in dirs.items()}
         if config.remote is not None:
             remote = RemoteModel(config.remote)
             loaders[REMOTE] = lambda: remote
@@ -141,29 +180,24 @@ class Engine:
     def route(self, task: Task, fast_mode: bool = True) -> Route:
         return self.router.route(task, fast_mode)
 
-    def planning_model(self, route: Route) -> Model | None:
-        """The loaded local model that would serve first on `route`: planning counts and
-        encodes the prompt with its tokenizer, and uses its FIM template."""
+    def serving_plan(self, task: Task, fast_mode: bool = True) -> ServingPlan:
+        """Who serves `task` now and how its prompt is made: the one model choice of a request."""
+        route = self.route(task, fast_mode)
+        model = self._planning_model(route)
+        # A remote in front takes the prompt as text, in its own FIM form when it has one.
+        remote = self.config.remote if route.preferred == REMOTE else None
+        remote_fim = remote.fim if remote is not None else None
+        fim = remote_fim or (model.manifest.fim if model else None)
+        rate = self.prefill_s_per_token(model.model_id) if model else PREFILL_S_PER_TOKEN
+        return ServingPlan(route, model, fim, rate)
+
+    def _planning_model(self, route: Route) -> Model | None:
+        """The loaded local model that would serve first on `route` (Router.why_not's rule)."""
         for variant in route.order:
             model = self.router.loaded(variant)
-            if isinstance(model, Model) and self.router.breakers[variant].allow():
+            if isinstance(model, Model) and self.router.why_not(variant, route.task) is None:
                 return model
         return None
-
-    def remote_fim(self, route: Route) -> FimTemplate | None:
-        """The remote model's FIM template when the remote serves `route` first."""
-        if route.preferred != REMOTE or self.config.remote is None:
-            return None
-        return self.config.remote.fim
-
-    def prefill_estimate_s(self, route: Route, tokens: Tokens) -> float:
-        """How long prefilling the part of `tokens` no KV slot holds would take on the model
-        that serves `route` first (0 when none is loaded, or another tokenizer made them)."""
-        model = self.planning_model(route)
-        if model is None or tokens.tokenizer != model.tokenizer_id:
-            return 0.0
-        uncached = len(tokens.ids) - model.pool.cached_tokens(list(tokens.ids))
-        return uncached * self.prefill_s_per_token(model.model_id)
 
     def prefill_s_per_token(self, model_id: str) -> float:
         return self._prefill_rate.get(model_id, PREFILL_S_PER_TOKEN)
@@ -307,19 +341,19 @@ class Engine:
 
     def warm(
         self,
-        route: Route,
+        serving: ServingPlan,
         prompt: str,
         tokens: Tokens | None,
         cancel: threading.Event,
         heal: bool = False,
     ) -> int:
-        """Prefill `prompt` into the KV cache of the model that would serve `route` (idle time).
+        """Prefill `prompt` into the KV cache of the model that serves first (idle time).
         `heal`: the request will heal it (GenerationConfig.heal): prefill what it will run, so
         that a FIM prompt's suffix, which follows the healed point, is cached too.
 
         Returns how many tokens were computed (0 when already cached). Not counted as a request.
         """
-        model = self.planning_model(route)
+        model = serving.model
         if model is None:
             return 0
         if tokens is not None and tokens.tokenizer == model.tokenizer_id:
@@ -338,15 +372,15 @@ class Engine:
 
     def likelihoods(
         self,
-        route: Route,
+        serving: ServingPlan,
         prompt: str,
         tokens: Tokens | None,
         continuations: list[str],
         cancel: threading.Event,
     ) -> list[float | None]:
-        """log P(continuation | prompt) for each, on the model that would serve `route` (None
-        each when no local model can say). Raises ScoringCancelled."""
-        model = self.planning_model(route)
+        """log P(continuation | prompt) for each, on the model that serves first (None each
+        when no local model can say). Raises ScoringCancelled."""
+        model = serving.model
         if model is None:
             return [None] * len(continuations)
         if tokens is not None and tokens.tokenizer == model.tokenizer_id:

@@ -28,6 +28,7 @@ M = TypeVar("M")
 FAST = "fast"
 STANDARD = "standard"
 REMOTE = "remote"
+CIRCUIT_OPEN = "circuit open after repeated failures"
 
 
 class Task(str, Enum):
@@ -125,6 +126,20 @@ class Router(Generic[M]):
     def loaded(self, variant: str) -> M | None:
         return self._models.get(variant)
 
+    def why_not(self, variant: str, task: Task) -> str | None:
+        """Why `variant` cannot serve `task` now, or None when it can: the one rule that
+        planning (which model's tokenizer shapes the prompt) and `run` (which model serves)
+        share. Its breaker must let requests through; a local model must be loaded already for
+        a completion when completions may not load models."""
+        with self._lock:
+            if not self.breakers[variant].allow():
+                return CIRCUIT_OPEN
+        local = variant != REMOTE  # a remote "loads" in no time: nothing to wait for
+        loads = task is not Task.COMPLETION or self.completions_load
+        if local and not loads and variant not in self._models:
+            return "not loaded (it loads on first use)"
+        return None
+
     def model(self, variant: str, wait: bool = True) -> M:
         """The variant's model, loading it on first use. A loaded model is returned without a
         lock; with `wait=False` a model another thread is loading raises NoModel at once, so a
@@ -150,24 +165,14 @@ class Router(Generic[M]):
         self.metrics.event(f"route.{route.task.value}.{route.preferred}")
         errors: list[str] = []
         for variant in route.order:
-            breaker = self.breakers[variant]
-            with self._lock:
-                allowed = breaker.allow()
-            if not allowed:
-                self.metrics.event(f"breaker_open_skip.{variant}")
-                errors.append(f"{variant}: circuit open after repeated failures")
+            why = self.why_not(variant, route.task)
+            if why is not None:
+                if why == CIRCUIT_OPEN:
+                    self.metrics.event(f"breaker_open_skip.{variant}")
+                errors.append(f"{variant}: {why}")
                 continue
             try:
-                completion = route.task is Task.COMPLETION
-                local = variant != REMOTE  # a remote "loads" in no time: nothing to wait for
-                if (
-                    completion
-                    and local
-                    and not self.completions_load
-                    and variant not in self._models
-                ):
-                    raise NoModel("not loaded (it loads on first use)")
-                model = self.model(variant, wait=not completion)
+                model = self.model(variant, wait=route.task is not Task.COMPLETION)
                 result = work(model, variant)
             except NoModel as exc:
                 errors.append(f"{variant}: {exc}")
@@ -177,7 +182,7 @@ class Router(Generic[M]):
                 errors.append(f"{variant}: {exc}")
                 continue
             with self._lock:
-                breaker.success()
+                self.breakers[variant].success()
             if errors:
                 self.metrics.event(f"fallback.{route.preferred}_to_{variant}")
             return result, variant, "; ".join(errors) or None

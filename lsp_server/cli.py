@@ -101,8 +101,8 @@ def _complete(args: argparse.Namespace) -> int:
     from inference.engine import Engine, EngineConfig
     from inference.errors import ModelLoadError
     from inference.router import FAST, STANDARD
-    from lsp_server.completion import plan_for_engine, run_completion
-    from lsp_server.context import prompt_path
+    from lsp_server.completion import run_completion
+    from lsp_server.completion_plan import Cursor, plan_at
     from lsp_server.settings import Settings
     from lsp_server.syntax import EXTENSIONS
 
@@ -122,20 +122,13 @@ def _complete(args: argparse.Namespace) -> int:
         with contextlib.suppress(ModelLoadError):
             engine.load(variant)
     load_ms = round((time.perf_counter() - started) * 1000, 1)
-    plan = plan_for_engine(
-        engine,
-        text,
-        args.line,
-        args.character,
-        settings,
-        language_id=language_id,
-        path=prompt_path(args.file.resolve().as_uri()),
-    )
+    cursor = Cursor(text, args.line, args.character, language_id, args.file.resolve().as_uri())
+    plan = plan_at(engine, cursor, settings)
     warm_ms = None
     if plan.prompt.strip() and not args.cold:
         # An editor warms the prompt where the cursor rests before the user asks.
         started = time.perf_counter()
-        engine.warm(plan.route, plan.prompt, plan.tokens, threading.Event(), plan.config.heal)
+        engine.warm(plan.serving, plan.prompt, plan.tokens, threading.Event(), plan.config.heal)
         warm_ms = round((time.perf_counter() - started) * 1000, 1)
     done = run_completion(engine, plan, text, language_id, cancel=threading.Event())
     result = done.result
@@ -375,8 +368,8 @@ def _known_errors() -> tuple[type[Exception], ...]:
     from inference.errors import ModelLoadError
     from inference.manifest import ManifestError
     from inference.router import RoutingError
+    from lsp_server.errors import BadRequest
     from lsp_server.positions import PositionError
-    from lsp_server.service import BadRequest
     from models.build import BuildError
     from models.source import SourceError
     from models.validate import ValidationError

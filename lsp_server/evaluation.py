@@ -21,14 +21,9 @@ from typing import Any
 
 from inference.engine import Engine
 from inference.router import FAST, STANDARD
-from lsp_server.completion import (
-    CompletionPlan,
-    PipelineOptions,
-    adds_syntax_errors,
-    plan_for_engine,
-    run_completion,
-)
-from lsp_server.context import Snippet, prompt_path
+from lsp_server.completion import adds_syntax_errors, complete_at
+from lsp_server.completion_plan import Cursor, PipelineOptions, Request, plan_at
+from lsp_server.context import Snippet
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.settings import Settings
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
@@ -199,36 +194,18 @@ def evaluate(
     settings = dataclasses.replace(settings, fastMode=fast_mode)
     for case in cases:
         started = time.perf_counter()
-        plan = _plan_case(engine, case, settings, options)
-        done = run_completion(
-            engine, plan, case.document, case.language, cancel=threading.Event(), options=options
+        plan, done = complete_at(
+            engine, _cursor(case), settings, cancel=threading.Event(), options=options
         )
         scores.latencies_ms.append((time.perf_counter() - started) * 1000)
         tally(scores, case, done.text, plan.offset)
     return scores
 
 
-def _plan_case(
-    engine: Engine,
-    case: Case,
-    settings: Settings,
-    options: PipelineOptions,
-    snippets: list[Snippet] | None = None,
-    repo: str = "",
-) -> CompletionPlan:
-    # The file named as the server names it (prompt_path of its URI).
-    return plan_for_engine(
-        engine,
-        case.document,
-        case.line,
-        case.character,
-        settings,
-        language_id=case.language,
-        path=prompt_path(Path(case.path).resolve().as_uri()),
-        snippets=snippets or (),
-        options=options,
-        repo=repo,
-    )
+def _cursor(case: Case) -> Cursor:
+    """The case's file open in an editor, named in the prompt as the server names it."""
+    uri = Path(case.path).resolve().as_uri()
+    return Cursor(case.document, case.line, case.character, case.language, uri)
 
 
 def tally(scores: Scores, case: Case, got: str, offset: int) -> None:
@@ -378,13 +355,13 @@ def _score_case(
         EVAL_SETTINGS, fastMode=variant == FAST, suffixScoring=options.suffix_scoring
     )
 
-    warm = _plan_case(engine, case, settings, options, snippets, repo)
-    if warm.route is not None and warm.prompt.strip():
-        engine.warm(warm.route, warm.prompt, warm.tokens, threading.Event(), warm.config.heal)
+    request = Request(snippets=tuple(snippets), repo=repo)
+    warm = plan_at(engine, _cursor(case), settings, request, options)
+    if warm.serving is not None and warm.prompt.strip():
+        engine.warm(warm.serving, warm.prompt, warm.tokens, threading.Event(), warm.config.heal)
     started = time.perf_counter()
-    made = _plan_case(engine, case, settings, options, snippets, repo)
-    done = run_completion(
-        engine, made, case.document, case.language, cancel=threading.Event(), options=options
+    made, done = complete_at(
+        engine, _cursor(case), settings, cancel=threading.Event(), request=request, options=options
     )
     scores.latencies_ms.append((time.perf_counter() - started) * 1000)
     scores.context_ms.append(context_ms)

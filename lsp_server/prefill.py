@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Tree
 
-from lsp_server.completion import CompletionPlan
+from lsp_server.completion_plan import CompletionPlan
 from lsp_server.syntax import tree_issues
 
 log = logging.getLogger(__name__)

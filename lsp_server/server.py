@@ -17,9 +17,11 @@ from typing import Any
 from lsprotocol import types
 
 from inference.engine import EngineConfig
+from lsp_server.answers import Answer, Selected
+from lsp_server.errors import BadRequest
 from lsp_server.indexing import uri_path
 from lsp_server.positions import position_at
-from lsp_server.service import Answer, BadRequest, Selected
+from lsp_server.service import CompletionService
 from lsp_server.transport import Server, is_loopback, plain
 
 log = logging.getLogger(__name__)
@@ -112,7 +114,7 @@ def range_json(start: types.Position, end: types.Position) -> dict[str, Any]:
 
 
 def create_server(engine_config: EngineConfig | None = None) -> Server:
-    server = Server(engine_config)
+    server = Server(CompletionService(engine_config=engine_config))
     register(server)
     return server
 
@@ -194,7 +196,7 @@ def register(server: Server) -> None:
         position, doc = raw.get("position"), raw.get("textDocument")
         position = position if isinstance(position, dict) else {}
         uri = doc.get("uri") if isinstance(doc, dict) else None
-        ls.service.partially_accepted(
+        ls.service.telemetry.partially_accepted(
             kind, length, uri, position.get("line"), position.get("character"), raw.get("text")
         )
 
@@ -251,15 +253,15 @@ def register(server: Server) -> None:
 
     @server.command(CMD_EXPLAIN)
     async def explain(ls: Server, *args: Any) -> dict[str, Any]:
-        sel = ls.service.selection(list(args))
+        sel = ls.service.chat.selection(list(args))
         async with ls.streamed("explain", "fastcomplete: explaining") as (on_text, cancel):
-            return await ls.service.explain(sel, on_text, cancel)
+            return await ls.service.chat.explain(sel, on_text, cancel)
 
     @server.command(CMD_REFACTOR)
     async def refactor(ls: Server, *args: Any) -> dict[str, Any]:
-        sel = ls.service.selection(list(args))
+        sel = ls.service.chat.selection(list(args))
         async with ls.streamed("refactor", "fastcomplete: rewriting") as (on_text, cancel):
-            rewrite = await ls.service.rewrite(sel, on_text, cancel)
+            rewrite = await ls.service.chat.rewrite(sel, on_text, cancel)
         if rewrite.text is None:
             return {"applied": False, "reason": rewrite.reason, "model": rewrite.model}
         start, end = (types.Position(*position_at(sel.snapshot.text, o)) for o in sel.span)
@@ -270,7 +272,7 @@ def register(server: Server) -> None:
                 label="fastcomplete rewrite",
             )
         )
-        ls.service.counts["refactors_applied"] += bool(response.applied)
+        ls.service.telemetry.counts["refactors_applied"] += bool(response.applied)
         return {"applied": bool(response.applied), "model": rewrite.model}
 
     @server.command(CMD_TOGGLE)
@@ -287,7 +289,7 @@ def register(server: Server) -> None:
 
     @server.command(CMD_ACCEPTED)
     def accepted(ls: Server, *args: Any) -> None:
-        ls.service.accepted(args)
+        ls.service.telemetry.accepted(args)
 
 
 def workspace_root(params: types.InitializeParams) -> Path | None:
@@ -312,7 +314,7 @@ async def _start_index(ls: Server, root: Path) -> None:
 
     ls.service.indexer.start(root, progress)
     for problem in ls.service.indexer.exclusions.problems:
-        ls.service.tell_once(f"fastcomplete: {problem}")
+        ls.service.notices.tell_once(f"fastcomplete: {problem}")
     watched = (
         ls.client_capabilities.workspace
         and ls.client_capabilities.workspace.did_change_watched_files
@@ -351,7 +353,7 @@ def serve(
     if metrics_port is not None:
         from lsp_server.observability import PrometheusExporter
 
-        server.exporter = PrometheusExporter(lambda: dict(server.service.counts))
+        server.exporter = PrometheusExporter(lambda: dict(server.service.telemetry.counts))
         server.exporter.serve(metrics_port)
     if not tcp:
         server.start_io()

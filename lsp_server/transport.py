@@ -47,10 +47,10 @@ from pygls.protocol.json_rpc import (
     RPCRequest,
 )
 
-from inference.engine import EngineConfig
 from lsp_server import __version__, jsonrpc
+from lsp_server.errors import BadRequest
 from lsp_server.jsonrpc import Fault, read_frames
-from lsp_server.service import BadRequest, CompletionService
+from lsp_server.service import CompletionService
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -218,9 +218,10 @@ def plain(value: Any) -> Any:
 class Server(LanguageServer):
     """A pygls server around one CompletionService; handlers are registered by lsp_server.server."""
 
-    def __init__(self, engine_config: EngineConfig | None = None) -> None:
+    def __init__(self, service: CompletionService) -> None:
         super().__init__("fastcomplete", __version__, protocol_cls=Protocol, max_workers=4)
-        self.service = CompletionService(self.show, engine_config, self.send_status)
+        self.service = service
+        service.notices.connect(self.show, self.send_status)
         self.workspace_root: Path | None = None  # from initialize: the folder to index
         self.command_cancels: dict[Any, threading.Event] = {}
         self.exporter: Any = None  # a PrometheusExporter when --metrics-port is given
@@ -238,7 +239,7 @@ class Server(LanguageServer):
         self.protocol.notify(STATUS_NOTIFICATION, params)
 
     def tell_once(self, message: str) -> None:
-        self.service.tell_once(message)
+        self.service.notices.tell_once(message)
 
     def supports_progress(self) -> bool:
         window = self.client_capabilities.window

@@ -68,3 +68,22 @@ def home_with_tiny(tiny_model: Path, home: Path) -> Path:
     shutil.copytree(tiny_model, home / "models" / TINY_NAME)
     assert os.environ["FASTCOMPLETE_HOME"] == str(home)
     return home
+
+
+# What needs a built model (or builds one): `make unit` leaves these out with -m "not model".
+MODEL_FIXTURES = frozenset({"tiny_model", "real_model", "code_model", "default_model"})
+MODEL_MARKERS = frozenset({"real_model", "vscode", "vllm", "model"})
+
+
+LSP_SUITE = Path(__file__).parent / "lsp"  # each test starts the server on a model
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (
+            fixtures & MODEL_FIXTURES
+            or any(item.get_closest_marker(m) for m in MODEL_MARKERS)
+            or LSP_SUITE in item.path.parents
+        ):
+            item.add_marker(pytest.mark.model)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from inference.engine import Engine, EngineConfig
-from lsp_server.completion import PipelineOptions
+from lsp_server.completion_plan import PipelineOptions
 from lsp_server.evaluation import collect_cases, edit_similarity, evaluate
 
 CODE = "\n".join(

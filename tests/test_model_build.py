@@ -109,6 +109,7 @@ def test_failed_build_leaves_nothing_and_keeps_the_previous_model(
     assert not list(models_dir().glob(".*"))
 
 
+@pytest.mark.model  # it builds the tiny model up to its quantization
 def test_interrupted_build_leaves_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupt(*args: object, **kwargs: object) -> Path:
         raise KeyboardInterrupt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsp_server.completion import is_single_line
+from lsp_server.completion_plan import is_single_line
 from lsp_server.postprocess import (
     MINIMAL,
     NEXT_LINE,

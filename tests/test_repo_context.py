@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lsp_server.completion import scoring_suffix
+from lsp_server.completion_plan import scoring_suffix
 from lsp_server.exclusions import Exclusions
 from lsp_server.snippets import RepoSources, SnippetChooser
 from lsp_server.workspace_index import WorkspaceIndex

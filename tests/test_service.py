@@ -10,8 +10,9 @@ import pytest
 from lsprotocol import types
 
 from inference.engine import EngineConfig, _healed
+from lsp_server.errors import BadRequest
 from lsp_server.prefill import NEAR_CHARS
-from lsp_server.service import BadRequest, CompletionService
+from lsp_server.service import CompletionService
 from lsp_server.suggestions import Remembered
 
 URI = "file:///w/calc.py"
@@ -53,7 +54,7 @@ def real_service(real_model: Path) -> CompletionService:
 async def _ready(svc: CompletionService) -> None:
     reports: list[tuple[str, int | None]] = []
     await svc.load_models(lambda message, pct: reports.append((message, pct)))
-    assert reports[-1] == ("models loaded", None) and svc.models_ready.is_set()
+    assert reports[-1] == ("models loaded", None) and svc.models.ready.is_set()
 
 
 async def test_complete_counts_and_answers_on_snapshots(real_service: CompletionService) -> None:
@@ -80,7 +81,7 @@ async def test_bad_requests_say_what_is_wrong(service: CompletionService) -> Non
         await service.complete(URI, 40, 0)
     assert service.stats()["server"]["bad_position"] == 1
     with pytest.raises(BadRequest, match=r"expected arguments \[\{uri, range"):
-        service.selection([{"uri": URI}])
+        service.chat.selection([{"uri": URI}])
 
 
 async def test_who_gets_nothing_and_why(service: CompletionService) -> None:
@@ -117,17 +118,17 @@ async def test_explain_streams_from_the_standard_model(service: CompletionServic
     await _ready(service)
     service.open(URI, SOURCE, 1, "python")
     whole = {"start": {"line": 3, "character": 0}, "end": {"line": 4, "character": 34}}
-    sel = service.selection([{"uri": URI, "range": whole}])
+    sel = service.chat.selection([{"uri": URI, "range": whole}])
     assert sel.code.startswith("def hypot")
     seen: list[str] = []
-    reply = await service.explain(sel, seen.append, threading.Event())
+    reply = await service.chat.explain(sel, seen.append, threading.Event())
     assert reply["model"] == "tiny-llama/standard" and not reply["cancelled"]
     assert seen and seen[-1] == reply["markdown"]
     cancel = threading.Event()
     cancel.set()  # a cancelled request stops before its first forward pass
     first_line = {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 16}}
-    other = service.selection([{"uri": URI, "range": first_line}])
-    assert (await service.explain(other, seen.append, cancel))["cancelled"]
+    other = service.chat.selection([{"uri": URI, "range": first_line}])
+    assert (await service.chat.explain(other, seen.append, cancel))["cancelled"]
 
 
 def test_a_bug_in_a_handler_is_answered_and_told_once() -> None:
@@ -136,9 +137,9 @@ def test_a_bug_in_a_handler_is_answered_and_told_once() -> None:
 
     from lsp_server.transport import INTERNAL, Server
 
-    server = Server()
+    server = Server(CompletionService())
     told: list[str] = []
-    server.service.notify = lambda message, level: told.append(message)
+    server.service.notices.notify = lambda message, level: told.append(message)
     sent: list[dict] = []
     server.protocol._send_response = lambda msg_id, **kw: sent.append(kw)  # type: ignore[method-assign]
     for msg_id in (1, 2):
@@ -165,9 +166,9 @@ def _model_requests(service: CompletionService) -> int:
 
 async def _idle(service: CompletionService) -> None:
     """Wait for the background work (the prefill, prefetches) to finish."""
-    while service._background or service.prefill.pending:
+    while service._background or service.idle.prefill.pending:
         await asyncio.gather(*list(service._background))
-        await service.prefill.settled()
+        await service.idle.prefill.settled()
 
 
 @pytest.mark.real_model
@@ -227,23 +228,23 @@ async def test_a_cold_prompt_is_answered_from_the_nearest_lines(
     body = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(80))
     text = body + "def g(a, b):\n    return a"
     service.open(URI, text, 1, "python")
-    service.prefill.forget(URI)  # no open-time prefill: the first ask finds the prompt cold
+    service.idle.prefill.forget(URI)  # no open-time prefill: the first ask finds the prompt cold
     service.apply_settings({"coldPrefillMs": 10, "contextTokens": 1024})
     snap = service.snapshot(URI)
     line = text.count("\n")
-    view = service._cursor_view(snap, line, 12)
-    plan = service.plan(snap, view, cold_ok=True)
+    view = service.planner.cursor_view(snap, line, 12)
+    plan = service.planner.plan(snap, view, cold_ok=True)
     assert plan.deferred is not None and plan.deferred.deferred is None
     assert plan.prompt.endswith("def g(a, b):\n    return a")
     assert len(plan.tokens.ids) < len(plan.deferred.tokens.ids) // 4
     await service.complete(URI, line, 12)
     assert service.stats()["server"]["short_context"] == 1
     await _idle(service)  # the whole prompt was prefilled in the background
-    again = service.plan(service.snapshot(URI), view, cold_ok=True)
+    again = service.planner.plan(service.snapshot(URI), view, cold_ok=True)
     assert again.deferred is None and again.prompt == plan.deferred.prompt
     service.apply_settings({"coldContext": False})
-    service.above_window = type(service.above_window)()
-    assert service.plan(snap, view, cold_ok=True).deferred is None
+    service.planner.above_window = type(service.planner.above_window)()
+    assert service.planner.plan(snap, view, cold_ok=True).deferred is None
 
 
 async def test_the_cursor_resting_warms_its_prompt(service: CompletionService) -> None:
@@ -258,7 +259,7 @@ async def test_the_cursor_resting_warms_its_prompt(service: CompletionService) -
     assert service.stats()["server"]["focus"] == 2
     assert service.stats()["events"]["warmups"] == warmed + 1
     snap = service.snapshot(URI)
-    plan = service.plan(snap, service._cursor_view(snap, 4, 20))
+    plan = service.planner.plan(snap, service.planner.cursor_view(snap, 4, 20))
     model = service.engine.router.loaded("fast")
     # What the request will run: healed at the cursor (`sqrt|`), as the warm-up prefilled it.
     healed, config = _healed(model, list(plan.tokens.ids), plan.config)
@@ -275,15 +276,15 @@ async def test_accepting_before_the_next_suggestion_is_ready_waits_for_it(
     shown = await real_service.complete(URI, 3, 21)
     assert shown is not None
     for _ in range(1000):  # accept as soon as the prefetch has started (it takes ~30 ms)
-        if URI in real_service._ahead:
+        if URI in real_service.idle.ahead:
             break
         await asyncio.sleep(0.001)
-    assert URI in real_service._ahead
+    assert URI in real_service.idle.ahead
     _edit(real_service, 2, 3, 21, shown.text)  # accepted at once
     after = await real_service.complete(URI, 3, 21 + len(shown.text))
     stats = real_service.stats()["server"]
     assert after is not None and stats["prefetch_hits"] == 1 and stats["prefetched"] == 1
-    assert real_service._ahead == {}
+    assert real_service.idle.ahead == {}
 
 
 def test_switching_fast_mode_forgets_what_the_other_model_suggested(
@@ -300,7 +301,7 @@ def _cached(service: CompletionService, line: int, character: int) -> tuple[int,
     """(tokens the KV cache holds of the prompt a request at (line, character) would run, its
     length)."""
     snap = service.snapshot(URI)
-    plan = service.plan(snap, service._cursor_view(snap, line, character))
+    plan = service.planner.plan(snap, service.planner.cursor_view(snap, line, character))
     model = service.engine.router.loaded("fast")
     healed, _ = _healed(model, list(plan.tokens.ids), plan.config)
     return model.pool.cached_tokens(healed), len(healed)
@@ -332,7 +333,7 @@ async def test_the_prefill_outlives_the_requests_typing_cancels(
     await _ready(service)
     body = "".join(f"def f{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(40))
     service.open(URI, body, 1, "python")
-    service.prefill.forget(URI)
+    service.idle.prefill.forget(URI)
     service.engine.router.loaded("fast").pool.clear()
     line = body.count("\n")
     pending: asyncio.Task | None = None

@@ -1,0 +1,123 @@
+"""Where a completion can be served, and what it is planned on: the view of the document at the
+cursor, the plan (context, model, token ids: lsp_server.completion_plan) and its run. Used by the
+request path and by idle work alike, so that both plan the same prompt at the same place."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from lsp_server.answers import View
+from lsp_server.completion import Completion, complete_at, run_completion
+from lsp_server.completion_plan import CompletionPlan, Cursor, Request, plan_at
+from lsp_server.context import AboveWindow
+from lsp_server.documents import TREE_MAX_CHARS, Snapshot, around_cursor
+from lsp_server.indexing import Indexer
+from lsp_server.model_lifecycle import ModelLifecycle
+from lsp_server.notices import Notices
+from lsp_server.settings import Settings
+from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
+from lsp_server.telemetry import Telemetry
+
+LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
+
+
+class Planner:
+    def __init__(
+        self,
+        settings: Callable[[], Settings],
+        models: ModelLifecycle,
+        indexer: Indexer,
+        notices: Notices,
+        telemetry: Telemetry,
+    ) -> None:
+        self._settings = settings
+        self._models = models
+        self._indexer = indexer
+        self._notices = notices
+        self._telemetry = telemetry
+        self.snippets = SnippetChooser(lambda: budget_chars(settings().contextTokens))
+        self.above_window = AboveWindow()
+
+    def unservable(self, snap: Snapshot) -> str | None:
+        """Why no completion can be given in this document now, or None."""
+        if not self._settings().enabled_for(snap.language_id):
+            return "disabled"
+        if self._indexer.exclusions.excluded(snap.uri):
+            return "excluded"  # a secret (.env, keys) or listed in .fastcompleteignore
+        if not self._models.serving:
+            return "not_ready"
+        if "\x00" in snap.text:
+            return "refused_binary"
+        return None
+
+    def cursor_view(self, snap: Snapshot, line: int, character: int) -> View:
+        """What planning sees: the document, or an excerpt of a large one (on the event loop)."""
+        if len(snap.text) <= LARGE_DOC_CHARS:
+            return View(snap.text, line, character, snap.tree)
+        self._telemetry.counts["trimmed_large"] += 1
+        self._notices.tell_once(
+            f"fastcomplete: {snap.uri} is large ({len(snap.text) >> 20} MB): completions use the "
+            "text around the cursor only",
+            "info",
+        )
+        return View(*around_cursor(snap.text, line, character), None)
+
+    def plan(
+        self, snap: Snapshot, view: View, cold_ok: bool = False, candidates: int = 1
+    ) -> CompletionPlan:
+        """Raises PositionError. Runs on a worker thread: context, route and token ids.
+        `cold_ok`: a prompt too cold to prefill in time may be planned short (coldContext).
+        `candidates`: how many distinct items to answer with."""
+        request = self._request(snap, view, cold_ok, candidates)
+        return plan_at(self._models.engine, _cursor(snap, view), self._settings(), request)
+
+    def _request(
+        self, snap: Snapshot, view: View, cold_ok: bool, candidates: int, ahead: bool = False
+    ) -> Request:
+        settings = self._settings()
+        index = self._indexer.index
+        chosen = self.snippets.choose(snap.uri, snap.text, view.line, self._sources(snap))
+        cold = cold_ok and settings.coldContext
+        return Request(
+            snippets=tuple(chosen),
+            repo=index.root.name if index else "",
+            above=self.above_window,
+            prefill_budget_s=settings.coldPrefillMs / 1000 if cold else None,
+            candidates=candidates,
+            ahead=ahead,
+        )
+
+    def _sources(self, snap: Snapshot) -> RepoSources:
+        index = self._indexer.index if self._settings().workspaceIndex else None
+        return RepoSources(snap.others, index, self._indexer.exclusions)
+
+    def run(
+        self, plan: CompletionPlan, snap: Snapshot, view: View, cancel: threading.Event
+    ) -> Completion:
+        """Generate, post-process and check `plan` (on a worker thread)."""
+        assert self._models.engine is not None
+        return run_completion(
+            self._models.engine, plan, view.text, snap.language_id, cancel=cancel, tree=view.tree
+        )
+
+    def plan_and_run(
+        self,
+        snap: Snapshot,
+        view: View,
+        cancel: threading.Event,
+        cold_ok: bool,
+        ahead: bool = False,
+        candidates: int = 1,
+    ) -> tuple[CompletionPlan, Completion]:
+        """`ahead`: a prefetch, where the end of a line means the line after it."""
+        assert self._models.engine is not None
+        request = self._request(snap, view, cold_ok, candidates, ahead)
+        cursor = _cursor(snap, view)
+        return complete_at(
+            self._models.engine, cursor, self._settings(), cancel=cancel, request=request
+        )
+
+
+def _cursor(snap: Snapshot, view: View) -> Cursor:
+    return Cursor(view.text, view.line, view.character, snap.language_id, snap.uri, view.tree)

@@ -1,0 +1,254 @@
+"""The service's policy on the scripted engine (tests/fake_engine.py): no ONNX, no built model.
+
+Debounce and stale answers, type-through, prefetch, the cold prompt's short answer, fallback,
+who gets nothing and why, bad requests, and the chat tasks, each through CompletionService's
+public calls as the LSP handlers make them."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from lsp_server.errors import BadRequest
+from lsp_server.service import CompletionService
+from tests.fake_engine import FakeEngine, engine_factory
+
+URI = "file:///w/calc.py"
+SOURCE = "def hypot(a, b):\n    return a"
+END = (1, len("    return a"))
+
+
+@pytest.fixture(autouse=True)
+def _home(home: Path) -> None:
+    """Each service's index and caches live in the test's own empty home."""
+
+
+def make_service(engine: FakeEngine, **settings: object) -> CompletionService:
+    told: list[str] = []
+    svc = CompletionService(
+        lambda message, level: told.append(message), make_engine=engine_factory(engine)
+    )
+    svc.told = told  # type: ignore[attr-defined]
+    svc.apply_settings({"debounceMs": 0, "prefetch": False, "coldContext": False, **settings})
+    return svc
+
+
+async def ready(svc: CompletionService, text: str = SOURCE, language: str = "python") -> None:
+    await svc.load_models()
+    svc.open(URI, text, 1, language)
+
+
+async def idle(svc: CompletionService) -> None:
+    while svc._background or svc.idle.prefill.pending:
+        await asyncio.gather(*list(svc._background))
+        await svc.idle.prefill.settled()
+
+
+def type_text(svc: CompletionService, version: int, line: int, character: int, text: str) -> None:
+    at = types.Position(line, character)
+    svc.change(
+        URI, version, [types.TextDocumentContentChangePartial(range=types.Range(at, at), text=text)]
+    )
+
+
+async def test_an_answer_comes_from_the_fast_model_on_the_document() -> None:
+    engine = FakeEngine(lambda variant, prompt: " * a + b * b")
+    svc = make_service(engine)
+    await ready(svc)
+    answer = await svc.complete(URI, *END)
+    assert answer is not None and answer.text == " * a + b * b"
+    assert (answer.line, answer.character) == END
+    assert [c.variant for c in engine.calls] == ["fast"]
+    assert engine.calls[0].prompt.endswith("return a") and engine.calls[0].config.stop_at_newline
+    counts = svc.stats()["server"]
+    assert counts["requests"] == 1 and counts["answered"] == 1
+
+
+async def test_a_newer_request_drops_the_older_one_before_the_model_runs() -> None:
+    engine = FakeEngine(lambda variant, prompt: " + b")
+    svc = make_service(engine, debounceMs=40)
+    await ready(svc)
+    first = asyncio.ensure_future(svc.complete(URI, *END))
+    await asyncio.sleep(0.01)
+    second = await svc.complete(URI, *END)
+    assert await first is None and second is not None
+    assert len(engine.calls) == 1  # the dropped one never reached the model
+    stats = svc.stats()
+    assert stats["server"]["stale_dropped"] == 1 and stats["emptyReasons"]["stale"] == 1
+
+
+async def test_an_edit_during_generation_drops_the_answer() -> None:
+    engine = FakeEngine(lambda variant, prompt: " + b * b + a * a", s_per_token=0.02)
+    svc = make_service(engine)
+    await ready(svc)
+    pending = asyncio.ensure_future(svc.complete(URI, *END))
+    await asyncio.sleep(0.08)
+    type_text(svc, 2, *END, " ")
+    assert await pending is None
+    assert svc.stats()["emptyReasons"]["stale"] == 1
+
+
+async def test_a_cancelled_request_stops_the_decode_loop() -> None:
+    engine = FakeEngine(lambda variant, prompt: "x" * 60, s_per_token=0.05)
+    svc = make_service(engine)
+    await ready(svc)
+    pending = asyncio.ensure_future(svc.complete(URI, *END))
+    await asyncio.sleep(0.1)
+    pending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pending
+    await asyncio.sleep(0.2)  # the worker thread sees the flag at its next token
+    assert svc.stats()["server"]["cancelled"] == 1
+    assert svc.stats()["models"]["fake/fast"]["cancels"] == 1
+
+
+async def test_typing_through_a_suggestion_needs_no_model() -> None:
+    engine = FakeEngine(lambda variant, prompt: "_squared + b")
+    svc = make_service(engine)
+    await ready(svc)
+    assert (await svc.complete(URI, *END)).text == "_squared + b"
+    type_text(svc, 2, *END, "_sq")
+    answer = await svc.complete(URI, END[0], END[1] + 3)
+    assert answer is not None and answer.text == "uared + b"
+    assert len(engine.calls) == 1 and svc.stats()["server"]["type_through"] == 1
+    type_text(svc, 3, END[0], END[1] + 3, "x")  # off the suggestion: the model again
+    assert (await svc.complete(URI, END[0], END[1] + 4)) is not None
+    assert len(engine.calls) == 2
+
+
+async def test_accepting_shows_the_prefetched_suggestion() -> None:
+    def script(variant: str, prompt: str) -> str:
+        return "\n    return b" if prompt.endswith(" * a") else " * a"
+
+    engine = FakeEngine(script)
+    svc = make_service(engine, prefetch=True)
+    await ready(svc)
+    shown = await svc.complete(URI, *END)
+    assert shown is not None and shown.text == " * a"
+    await idle(svc)
+    assert len(engine.calls) == 2  # the one shown, and the one after it
+    type_text(svc, 2, *END, shown.text)  # accepted
+    after = await svc.complete(URI, END[0], END[1] + len(shown.text))
+    assert after is not None and after.text == "\n    return b"
+    assert len(engine.calls) == 2 and svc.stats()["server"]["prefetch_hits"] == 1
+
+
+async def test_a_cold_prompt_is_answered_from_the_nearest_lines_then_prefilled_whole() -> None:
+    body = "".join(f"value_{i} = {i} * {i}\n" for i in range(200))
+    text = body + "total = value_1"
+    engine = FakeEngine(lambda variant, prompt: " + value_2", prefill_s_per_token=0.001)
+    svc = make_service(engine, coldContext=True, coldPrefillMs=100, contextTokens=1536)
+    await ready(svc, text)
+    svc.idle.prefill.forget(URI)  # the open-time prefill would warm it first
+    line = text.count("\n")
+    answer = await svc.complete(URI, line, len("total = value_1"))
+    assert answer is not None and answer.text == " + value_2"
+    short = engine.calls[0].prompt
+    assert svc.stats()["server"]["short_context"] == 1
+    await idle(svc)
+    assert engine.warmed and len(engine.warmed[-1]) > len(short)  # the whole prompt, after it
+    assert engine.warmed[-1].endswith("total = value_1")
+
+
+async def test_a_failing_fast_model_falls_back_to_the_standard_one_and_says_so() -> None:
+    engine = FakeEngine(lambda variant, prompt: f" + {variant}", failing=frozenset({"fast"}))
+    svc = make_service(engine, preloadStandard=True)
+    await ready(svc)
+    answer = await svc.complete(URI, *END)
+    assert answer is not None and answer.text == " + standard"
+    assert any("come from the standard model" in m for m in svc.told)
+
+
+async def test_no_model_that_can_complete_is_an_error_told_once() -> None:
+    engine = FakeEngine(failing=frozenset({"fast"}), missing=frozenset({"standard"}))
+    svc = make_service(engine)
+    await ready(svc)
+    assert await svc.complete(URI, *END) is None
+    assert await svc.complete(URI, *END) is None
+    assert svc.stats()["server"]["errors"] == 2
+    assert sum("no model could complete" in m for m in svc.told) == 1
+
+
+async def test_who_gets_nothing_and_why() -> None:
+    engine = FakeEngine()
+    svc = make_service(engine, languages={"markdown": False})
+    svc.open(URI, SOURCE, 1, "python")
+    assert await svc.complete(URI, *END) is None  # before any model is loaded
+    await svc.load_models()
+    svc.open("file:///w/notes.md", "# notes", 1, "markdown")
+    assert await svc.complete("file:///w/notes.md", 0, 7) is None
+    svc.open("file:///w/blob.py", "a\x00b", 1, "python")
+    assert await svc.complete("file:///w/blob.py", 0, 3) is None
+    reasons = svc.stats()["emptyReasons"]
+    assert reasons == {"not_ready": 1, "disabled": 1, "refused_binary": 1}
+    assert engine.calls == [] and any("binary data" in m for m in svc.told)
+
+
+async def test_bad_requests_say_what_is_wrong_and_lose_nothing() -> None:
+    engine = FakeEngine(lambda variant, prompt: "é")
+    svc = make_service(engine)
+    await ready(svc)
+    with pytest.raises(BadRequest, match="unknown document"):
+        await svc.complete("file:///w/other.py", 0, 0)
+    with pytest.raises(BadRequest):
+        await svc.complete(URI, 9, 0)  # past the last line
+    assert svc.stats()["server"]["bad_position"] == 1
+    assert (await svc.complete(URI, *END)).text == "é"  # and it goes on serving
+
+
+async def test_positions_count_utf16_code_units() -> None:
+    text = 'name = "𝄞é"\nx = name'
+
+    def script(variant: str, prompt: str) -> str:
+        return "[0]" if prompt.endswith("x = name") else "ü" if prompt.endswith('"𝄞') else "?"
+
+    engine = FakeEngine(script)
+    svc = make_service(engine)
+    await ready(svc, text)
+    answer = await svc.complete(URI, 1, 8)
+    assert answer is not None and answer.text == "[0]"
+    after_pair = await svc.complete(URI, 0, 10)  # 𝄞 (U+1D11E) is two UTF-16 code units
+    assert after_pair is not None and after_pair.text == "ü"
+    with pytest.raises(BadRequest):
+        await svc.complete(URI, 2, 0)
+
+
+async def test_explain_streams_from_the_standard_model() -> None:
+    engine = FakeEngine(
+        lambda variant, prompt: "It adds two squares." if "<|im_start|>" in prompt else "x"
+    )
+    svc = make_service(engine)
+    await ready(svc)
+    whole = {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 12}}
+    sel = svc.chat.selection([{"uri": URI, "range": whole}])
+    seen: list[str] = []
+    reply = await svc.chat.explain(sel, seen.append, threading.Event())
+    assert reply == {
+        "markdown": "It adds two squares.",
+        "model": "fake/standard",
+        "cancelled": False,
+    }
+    assert seen[-1] == "It adds two squares." and svc.stats()["server"]["explains"] == 1
+
+
+async def test_an_automatic_request_chooses_its_model_once_and_encodes_its_prompt_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine = FakeEngine(lambda variant, prompt: " * b")
+    svc = make_service(engine, coldContext=True)
+    await ready(svc)
+    await idle(svc)  # the open-time prefill is done before the request is counted
+    choices = []
+    serving_plan = engine.serving_plan
+    monkeypatch.setattr(engine, "serving_plan", lambda *a: choices.append(a) or serving_plan(*a))
+    tokenizer = engine.router.loaded("fast").tokenizer
+    tokenizer.encoded.clear()
+    answer = await svc.complete(URI, *END)
+    assert answer is not None and answer.text == " * b"
+    prompt = engine.calls[-1].prompt
+    assert len(choices) == 1
+    assert tokenizer.encoded.count(prompt) == 1  # the pieces are counted, the whole encoded once
