@@ -11,10 +11,9 @@ from typing import Any
 from inference.engine import EngineResult
 from inference.generate import Finish, GenerationConfig
 from inference.router import REMOTE, STANDARD, Task
-from lsp_server.documents import Documents, Snapshot
+from lsp_server.documents import Snapshot
 from lsp_server.errors import BadRequest, unknown_document
-from lsp_server.model_lifecycle import ModelLifecycle
-from lsp_server.notices import Notices
+from lsp_server.parts import Parts
 from lsp_server.positions import PositionError, offset_at
 from lsp_server.prompts import (
     EXPLAIN_CONFIG,
@@ -25,9 +24,6 @@ from lsp_server.prompts import (
     refactor_messages,
     refactor_verdict,
 )
-from lsp_server.scheduler import Gate
-from lsp_server.settings import Settings
-from lsp_server.telemetry import Telemetry
 
 
 @dataclass(frozen=True)
@@ -51,21 +47,13 @@ class Rewrite:
 
 
 class ChatTasks:
-    def __init__(
-        self,
-        settings: Callable[[], Settings],
-        documents: Documents,
-        models: ModelLifecycle,
-        gate: Gate,
-        notices: Notices,
-        telemetry: Telemetry,
-    ) -> None:
-        self._settings = settings
-        self._documents = documents
-        self._models = models
-        self._gate = gate
-        self._notices = notices
-        self._telemetry = telemetry
+    def __init__(self, parts: Parts) -> None:
+        self._settings = parts.settings
+        self._documents = parts.documents
+        self._models = parts.models
+        self._gate = parts.gate
+        self._notices = parts.notices
+        self._telemetry = parts.telemetry
 
     def selection(self, args: list[Any]) -> Selection:
         """The selected code from [{uri, range}] or [uri, range]."""

@@ -6,22 +6,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from inference.errors import ModelLoadError
 from inference.router import RoutingError
 from lsp_server.answers import Answer
 from lsp_server.completion_plan import CompletionPlan
-from lsp_server.documents import Documents, Snapshot, with_insertion
-from lsp_server.model_lifecycle import ModelLifecycle
+from lsp_server.documents import Snapshot, with_insertion
+from lsp_server.parts import Parts
 from lsp_server.planner import Planner
 from lsp_server.positions import PositionError, offset_at, position_at
 from lsp_server.prefill import T_SETTLE_S, Aim, BackgroundPrefill, opened_at
-from lsp_server.scheduler import Gate, LatestWins
-from lsp_server.settings import Settings
-from lsp_server.suggestions import Remembered, SuggestionMemory
-from lsp_server.telemetry import Telemetry
+from lsp_server.scheduler import LatestWins
+from lsp_server.suggestions import Remembered
 
 log = logging.getLogger(__name__)
 
@@ -50,23 +47,14 @@ class Ahead:
 
 
 class IdleWork:
-    def __init__(
-        self,
-        settings: Callable[[], Settings],
-        documents: Documents,
-        models: ModelLifecycle,
-        planner: Planner,
-        memory: SuggestionMemory,
-        gate: Gate,
-        telemetry: Telemetry,
-    ) -> None:
-        self._settings = settings
-        self._documents = documents
-        self._models = models
+    def __init__(self, parts: Parts, planner: Planner) -> None:
+        self._settings = parts.settings
+        self._documents = parts.documents
+        self._models = parts.models
+        self._memory = parts.memory
+        self._gate = parts.gate
+        self._telemetry = parts.telemetry
         self._planner = planner
-        self._memory = memory
-        self._gate = gate
-        self._telemetry = telemetry
         self.prefill = BackgroundPrefill(self._plan_whole, self._prefill)
         self.prefetches = LatestWins()
         self.ahead: dict[str, Ahead] = {}  # per document: the prefetch being computed

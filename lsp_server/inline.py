@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from inference.generate import Finish
@@ -15,18 +14,15 @@ from inference.router import STANDARD, RoutingError
 from lsp_server.answers import Answer, Selected, View
 from lsp_server.completion import MAX_ALTERNATIVES, Completion
 from lsp_server.completion_plan import CompletionPlan
-from lsp_server.documents import Document, Documents, Snapshot, with_insertion
+from lsp_server.documents import Document, Snapshot, with_insertion
 from lsp_server.errors import BadRequest, unknown_document
 from lsp_server.idle_work import IdleWork
-from lsp_server.model_lifecycle import ModelLifecycle
-from lsp_server.notices import Notices
+from lsp_server.parts import Parts
 from lsp_server.planner import Planner
 from lsp_server.positions import PositionError, clamp_character, offset_at, position_at
 from lsp_server.prefill import Aim
-from lsp_server.scheduler import Gate, LatestWins, Ticket
-from lsp_server.settings import Settings
-from lsp_server.suggestions import Remembered, SuggestionMemory
-from lsp_server.telemetry import Spawn, Telemetry
+from lsp_server.scheduler import LatestWins, Ticket
+from lsp_server.suggestions import Remembered
 
 log = logging.getLogger(__name__)
 
@@ -53,29 +49,17 @@ class Ask:
 
 
 class InlinePolicy:
-    def __init__(
-        self,
-        settings: Callable[[], Settings],
-        documents: Documents,
-        models: ModelLifecycle,
-        planner: Planner,
-        idle: IdleWork,
-        memory: SuggestionMemory,
-        gate: Gate,
-        notices: Notices,
-        telemetry: Telemetry,
-        spawn: Spawn,
-    ) -> None:
-        self._settings = settings
-        self._documents = documents
-        self._models = models
+    def __init__(self, parts: Parts, planner: Planner, idle: IdleWork) -> None:
+        self._settings = parts.settings
+        self._documents = parts.documents
+        self._models = parts.models
+        self._memory = parts.memory
+        self._gate = parts.gate
+        self._notices = parts.notices
+        self._telemetry = parts.telemetry
+        self._spawn = parts.spawn
         self._planner = planner
         self._idle = idle
-        self._memory = memory
-        self._gate = gate
-        self._notices = notices
-        self._telemetry = telemetry
-        self._spawn = spawn
         self.latest = LatestWins()
 
     async def complete(

@@ -5,7 +5,6 @@ request path and by idle work alike, so that both plan the same prompt at the sa
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 from lsp_server.answers import View
 from lsp_server.completion import Completion, complete_at, run_completion
@@ -13,30 +12,20 @@ from lsp_server.completion_plan import CompletionPlan, Cursor, Request, plan_at
 from lsp_server.context import AboveWindow
 from lsp_server.documents import TREE_MAX_CHARS, Snapshot, around_cursor
 from lsp_server.indexing import Indexer
-from lsp_server.model_lifecycle import ModelLifecycle
-from lsp_server.notices import Notices
-from lsp_server.settings import Settings
+from lsp_server.parts import Parts
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
-from lsp_server.telemetry import Telemetry
 
 LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
 
 
 class Planner:
-    def __init__(
-        self,
-        settings: Callable[[], Settings],
-        models: ModelLifecycle,
-        indexer: Indexer,
-        notices: Notices,
-        telemetry: Telemetry,
-    ) -> None:
-        self._settings = settings
-        self._models = models
+    def __init__(self, parts: Parts, indexer: Indexer) -> None:
+        self._settings = parts.settings
+        self._models = parts.models
+        self._notices = parts.notices
+        self._telemetry = parts.telemetry
         self._indexer = indexer
-        self._notices = notices
-        self._telemetry = telemetry
-        self.snippets = SnippetChooser(lambda: budget_chars(settings().contextTokens))
+        self.snippets = SnippetChooser(lambda: budget_chars(parts.settings().contextTokens))
         self.above_window = AboveWindow()
 
     def unservable(self, snap: Snapshot) -> str | None:

@@ -19,7 +19,6 @@ from typing import Any
 from inference.engine import Engine, EngineConfig
 from inference.paths import fastcomplete_home
 from inference.router import STANDARD
-from lsp_server.answers import Answer, Selected
 from lsp_server.chat_tasks import ChatTasks
 from lsp_server.documents import Documents, Snapshot
 from lsp_server.errors import BadRequest, unknown_document
@@ -28,6 +27,7 @@ from lsp_server.indexing import Indexer
 from lsp_server.inline import InlinePolicy
 from lsp_server.model_lifecycle import EngineFactory, ModelLifecycle, Progress, engine_for
 from lsp_server.notices import Notices, Notify, Status
+from lsp_server.parts import Parts
 from lsp_server.planner import Planner
 from lsp_server.positions import PositionError
 from lsp_server.prefill import Aim
@@ -58,26 +58,21 @@ class CompletionService:
         self.models = ModelLifecycle(self.notices, current, factory)
         self.indexer = Indexer(fastcomplete_home() / "index")
         self.memory = SuggestionMemory()
-        gate = Gate()
-        self.planner = Planner(current, self.models, self.indexer, self.notices, self.telemetry)
-        self.idle = IdleWork(
-            current, self.documents, self.models, self.planner, self.memory, gate, self.telemetry
-        )
-        self.inline = InlinePolicy(
+        parts = Parts(
             current,
             self.documents,
             self.models,
-            self.planner,
-            self.idle,
-            self.memory,
-            gate,
             self.notices,
             self.telemetry,
+            self.memory,
+            Gate(),
             self.spawn,
         )
-        self.chat = ChatTasks(
-            current, self.documents, self.models, gate, self.notices, self.telemetry
-        )
+        self.planner = Planner(parts, self.indexer)
+        self.idle = IdleWork(parts, self.planner)
+        self.inline = InlinePolicy(parts, self.planner, self.idle)
+        self.complete = self.inline.complete  # the inline completion: see InlinePolicy.complete
+        self.chat = ChatTasks(parts)
         self._background: set[asyncio.Task] = set()
 
     @property
@@ -151,17 +146,6 @@ class CompletionService:
         return snap
 
     # -- requests -------------------------------------------------------------------------------
-
-    async def complete(
-        self,
-        uri: str,
-        line: int,
-        character: int,
-        invoked: bool = False,
-        selected: Selected | None = None,
-    ) -> Answer | None:
-        """See InlinePolicy.complete."""
-        return await self.inline.complete(uri, line, character, invoked, selected)
 
     def stats(self) -> dict[str, Any]:
         engine = self.engine.stats() if self.engine is not None else {}

@@ -1,0 +1,26 @@
+"""The parts of the completion service that its rooms share, handed to each as one value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lsp_server.documents import Documents
+from lsp_server.model_lifecycle import ModelLifecycle
+from lsp_server.notices import Notices
+from lsp_server.scheduler import Gate
+from lsp_server.settings import Settings
+from lsp_server.suggestions import SuggestionMemory
+from lsp_server.telemetry import Spawn, Telemetry
+
+
+@dataclass(frozen=True)
+class Parts:
+    settings: Callable[[], Settings]  # the settings of now (a change replaces the object)
+    documents: Documents
+    models: ModelLifecycle
+    notices: Notices
+    telemetry: Telemetry
+    memory: SuggestionMemory  # suggestions shown or prefetched, for type-through
+    gate: Gate  # completions before chat tasks
+    spawn: Spawn  # background work, held by the service until it ends
