@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from lsp_server.exclusions import SKIPPED_DIRS
+from lsp_server.index import SOURCE_EXTENSIONS, WorkspaceIndex
 from lsp_server.syntax import parse
-from lsp_server.workspace_index import SOURCE_EXTENSIONS, WorkspaceIndex
 
 QUERY_LINES = 64  # the server's query: the 64-line block around the cursor
 BUDGET_CHARS = 2000

@@ -18,14 +18,14 @@ from inference.router import Route, Task
 from lsp_server.context import (
     WINDOW_STEP_LINES,
     AboveWindow,
-    Snippet,
     build_context,
-    prompt_path,
     window_start,
 )
 from lsp_server.positions import offset_at
 from lsp_server.postprocess import NEXT_LINE, RULES, Rule, Site
 from lsp_server.settings import Settings
+from lsp_server.snippet import Snippet
+from lsp_server.uris import prompt_path
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
 CHARS_PER_TOKEN = 3  # only when no tokenizer is loaded yet

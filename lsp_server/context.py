@@ -13,11 +13,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 from tree_sitter import Node, Tree
 
 from inference.manifest import FimTemplate
+from lsp_server.snippet import Snippet
 from lsp_server.syntax import parse
 
 WINDOW_STEP_LINES = 64
@@ -77,22 +77,10 @@ STRINGLIKE = ("string", "comment", "template_string", "raw_string_literal", "int
 
 
 @dataclass(frozen=True)
-class Snippet:
-    path: str
-    text: str
-
-
-@dataclass(frozen=True)
 class Context:
     prompt: str
     window_start_line: int
     in_string_or_comment: bool
-
-
-def prompt_path(uri: str) -> str:
-    """The last parts of a document's path: what the prompt names the file by."""
-    path = unquote(uri.split("://", 1)[-1])
-    return "/".join(path.rstrip("/").split("/")[-3:])
 
 
 def comment_marker(language_id: str) -> str | None:

@@ -23,12 +23,12 @@ from inference.engine import Engine
 from inference.router import FAST, STANDARD
 from lsp_server.completion import adds_syntax_errors, complete_at
 from lsp_server.completion_plan import Cursor, PipelineOptions, Request, plan_at
-from lsp_server.context import Snippet
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
+from lsp_server.index import WorkspaceIndex
 from lsp_server.settings import Settings
+from lsp_server.snippet import Snippet
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
 from lsp_server.syntax import EXTENSIONS
-from lsp_server.workspace_index import WorkspaceIndex
 
 CASES_PER_FILE = 4
 EVAL_SETTINGS = Settings(multiline="never")  # the task is the rest of one line

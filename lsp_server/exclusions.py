@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path, PurePath
-from urllib.parse import unquote, urlsplit
 
 from pathspec import GitIgnoreSpec
+
+from lsp_server.uris import local_path
 
 log = logging.getLogger(__name__)
 
@@ -86,22 +86,9 @@ SKIPPED_DIRS: frozenset[str] = frozenset(
         "build",
     }
 )
-# A URI scheme: two or more characters, so that a Windows drive ("C:\\x") reads as a path.
-URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 # Outside the root only the last parts of a path are matched: a project that happens to lie in a
 # folder named like a pattern ("build", "credentials") stays usable.
 TRAILING_PARTS = 3
-
-
-def local_path(path_or_uri: str | PurePath) -> tuple[str, bool]:
-    """The path (with "/") a document or file name stands for, and whether it is a local file
-    (a file:// URI or a plain path) rather than some other scheme's (untitled:, vscode-remote:)."""
-    if isinstance(path_or_uri, PurePath):
-        return path_or_uri.as_posix(), True
-    if URI_SCHEME.match(path_or_uri):
-        parts = urlsplit(path_or_uri)
-        return unquote(parts.path), parts.scheme == "file"
-    return Path(path_or_uri).as_posix(), True
 
 
 def relative_path(path_or_uri: str | PurePath, roots: Iterable[str]) -> str | None:

@@ -11,7 +11,7 @@ from lsp_server.completion import Completion, complete_at, run_completion
 from lsp_server.completion_plan import CompletionPlan, Cursor, Request, plan_at
 from lsp_server.context import AboveWindow
 from lsp_server.documents import TREE_MAX_CHARS, Snapshot, around_cursor
-from lsp_server.indexing import Indexer
+from lsp_server.index import Indexer
 from lsp_server.parts import Parts
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
 

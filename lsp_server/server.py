@@ -19,10 +19,10 @@ from lsprotocol import types
 from inference.engine import EngineConfig
 from lsp_server.answers import Answer, Selected
 from lsp_server.errors import BadRequest
-from lsp_server.indexing import uri_path
 from lsp_server.positions import position_at
 from lsp_server.service import CompletionService
 from lsp_server.transport import Server, is_loopback, plain
+from lsp_server.uris import file_path
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ def workspace_root(params: types.InitializeParams) -> Path | None:
     uri = folders[0].uri if folders else params.root_uri
     if uri is None and params.root_path:
         return Path(params.root_path)
-    path = uri_path(uri) if uri else None
+    path = file_path(uri) if uri else None
     return path if path is not None and path.is_dir() else None
 
 

@@ -23,7 +23,7 @@ from lsp_server.chat_tasks import ChatTasks
 from lsp_server.documents import Documents, Snapshot
 from lsp_server.errors import BadRequest, unknown_document
 from lsp_server.idle_work import IdleWork
-from lsp_server.indexing import Indexer
+from lsp_server.index import Indexer
 from lsp_server.inline import InlinePolicy
 from lsp_server.model_lifecycle import EngineFactory, ModelLifecycle, Progress, engine_for
 from lsp_server.notices import Notices, Notify, Status

@@ -41,7 +41,7 @@ class Settings:
     prefetch: bool = True
     coldPrefillMs: int = 250  # the prefill a request may spend before it goes short
     # The rest of the repository in the prompt: snippets like the code at the cursor and the
-    # definitions of names used there, from an index of the workspace (see workspace_index).
+    # definitions of names used there, from an index of the workspace (see lsp_server.index).
     workspaceIndex: bool = True
     # Rank automatic completions' candidates by the code after the cursor (an explicit request
     # always ranks its alternatives); costs two more short generations per request.

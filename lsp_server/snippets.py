@@ -14,9 +14,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from lsp_server.context import Snippet, prompt_path
 from lsp_server.exclusions import Exclusions
-from lsp_server.workspace_index import WorkspaceIndex
+from lsp_server.index import WorkspaceIndex
+from lsp_server.snippet import Snippet
+from lsp_server.uris import prompt_path
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 CHUNK_LINES = 24

@@ -11,7 +11,8 @@ import pytest
 from inference.engine import _healed
 from inference.generate import GenerationConfig
 from inference.tokenizer import Tokenizer
-from lsp_server.context import Snippet, build_context
+from lsp_server.context import build_context
+from lsp_server.snippet import Snippet
 from models.convert import _save_tokenizer, gguf_tokenizer
 from models.source import Source
 from tests.qwen_gguf import QWEN_FIM, write_qwen_gguf

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from lsp_server.completion_plan import scoring_suffix
 from lsp_server.exclusions import Exclusions
+from lsp_server.index import WorkspaceIndex
 from lsp_server.snippets import RepoSources, SnippetChooser
-from lsp_server.workspace_index import WorkspaceIndex
 
 SHAPES = '''import math
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lsp_server.exclusions import Exclusions
-from lsp_server.workspace_index import IndexLimits, WorkspaceIndex
+from lsp_server.index import IndexLimits, WorkspaceIndex
 
 INVOICE = '''"""Invoices."""
 

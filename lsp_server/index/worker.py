@@ -11,24 +11,17 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from lsp_server.exclusions import Exclusions
-from lsp_server.workspace_index import IndexLimits, IndexReport, WorkspaceIndex
+from lsp_server.index.files import IndexLimits
+from lsp_server.index.workspace import IndexReport, WorkspaceIndex
+from lsp_server.uris import file_path
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, int | None], None]  # (message, percentage; None: done)
 PROGRESS_EVERY_S = 0.5
 IGNORE_FILES = (".gitignore", ".fastcompleteignore")
-
-
-def uri_path(uri: str) -> Path | None:
-    """The local path of a file:// URI, or None for any other scheme."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        return None
-    return Path(unquote(parsed.path))
 
 
 class Indexer:
@@ -104,13 +97,13 @@ class Indexer:
             progress(f"indexed {r.files} files", None)
 
     def saved(self, uri: str) -> None:
-        path = uri_path(uri)
+        path = file_path(uri)
         if path is not None and self.index is not None:
             self._submit(lambda: self._update([path]))
 
     def changed(self, uris: Iterable[str]) -> None:
         """Watched files were created, changed or deleted."""
-        paths = [p for u in uris if (p := uri_path(u)) is not None]
+        paths = [p for u in uris if (p := file_path(u)) is not None]
         if not paths or self.index is None:
             return
         if any(p.name in IGNORE_FILES for p in paths):
