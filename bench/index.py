@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from lsp_server.exclusions import SKIPPED_DIRS
-from lsp_server.index import SOURCE_EXTENSIONS, WorkspaceIndex
+from lsp_server.index import WorkspaceIndex
+from lsp_server.languages import SOURCE_EXTENSIONS
 from lsp_server.syntax import parse
 
 QUERY_LINES = 64  # the server's query: the 64-line block around the cursor

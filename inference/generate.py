@@ -7,7 +7,6 @@ before every forward pass, so a cancelled request stops within one decode step.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,16 +17,12 @@ import numpy as np
 
 from inference import lookup
 from inference.model import Model
+from inference.repetition import ends_in_loop
 from inference.sampling import apply_allowed, greedy, sample
 
 # Long prompts are fed in chunks so cancel/deadline are honoured mid-prefill; 256 was also the
 # fastest chunk for a 1024-token prefill of the fast model here (1.54 s vs 1.66 s at 512, 1.94 s whole).
 PREFILL_CHUNK = 256
-
-
-# A model stuck in a loop (`_max_max_max_max`, `Op: "dyn", Op: "dyn", ...`): the same piece of
-# 3-32 characters four times in a row at the end of the text. Nothing after it is worth waiting for.
-LOOPING = re.compile(r"(.{3,32}?)\1{3,}$", re.DOTALL)
 
 
 class Finish(str, Enum):
@@ -48,7 +43,7 @@ class GenerationConfig:
     stop_strings: tuple[str, ...] = ()
     stop_at_newline: bool = False  # single-line completions
     next_line: bool = False  # with stop_at_newline: newlines before any text do not stop it
-    stop_looping: bool = False  # stop when the text ends in a loop (see LOOPING)
+    stop_looping: bool = False  # stop when the text ends in a loop (inference.repetition)
     deadline_s: float | None = None  # wall-clock budget from the start of the request
     draft_tokens: int = 0  # prompt-lookup drafts per step (greedy only); 0 turns it off
     prefill_chunk: int = PREFILL_CHUNK  # smaller for idle warm-ups, so a keystroke waits less
@@ -298,7 +293,7 @@ class Generation:
             return Finish.NEWLINE
         if any(s in text for s in self.config.stop_strings):
             return Finish.STOP
-        if self.config.stop_looping and LOOPING.search(text[-128:]):
+        if self.config.stop_looping and ends_in_loop(text):
             return Finish.STOP
         return None
 

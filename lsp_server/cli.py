@@ -103,8 +103,8 @@ def _complete(args: argparse.Namespace) -> int:
     from inference.router import FAST, STANDARD
     from lsp_server.completion import run_completion
     from lsp_server.completion_plan import Cursor, plan_at
+    from lsp_server.languages import EXTENSIONS
     from lsp_server.settings import Settings
-    from lsp_server.syntax import EXTENSIONS
 
     text = args.file.read_text()
     language_id = args.language or EXTENSIONS.get(args.file.suffix, "")

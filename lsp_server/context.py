@@ -17,6 +17,12 @@ from dataclasses import dataclass
 from tree_sitter import Node, Tree
 
 from inference.manifest import FimTemplate
+from lsp_server.languages import (
+    DEFINITION_NODES,
+    IMPORT_NODES,
+    STRINGLIKE,
+    comment_marker,
+)
 from lsp_server.snippet import Snippet
 from lsp_server.syntax import parse
 
@@ -26,54 +32,6 @@ WINDOW_STEP_LINES = 64
 FIM_SUFFIX_TOKENS = 128
 FIM_SUFFIX_MAX_LINES = 40
 MAX_CHARS_PER_TOKEN = 6  # generous for code: beyond this a window is cut inside a line
-COMMENT = {"python": "#", "ruby": "#", "shellscript": "#", "yaml": "#", "toml": "#", "r": "#"}
-C_LIKE = (
-    "//",
-    (
-        "javascript",
-        "javascriptreact",
-        "typescript",
-        "typescriptreact",
-        "go",
-        "rust",
-        "c",
-        "cpp",
-        "java",
-        "kotlin",
-        "swift",
-        "csharp",
-        "php",
-        "scala",
-        "dart",
-    ),
-)
-IMPORT_NODES = {
-    "import_statement",
-    "import_from_statement",
-    "future_import_statement",
-    "import_declaration",
-    "use_declaration",
-    "extern_crate_declaration",
-}
-DEFINITION_NODES = {
-    "function_definition",
-    "class_definition",
-    "decorated_definition",
-    "function_declaration",
-    "generator_function_declaration",
-    "class_declaration",
-    "method_definition",
-    "method_declaration",
-    "interface_declaration",
-    "function_item",
-    "impl_item",
-    "trait_item",
-    "mod_item",
-    "struct_item",
-    "enum_item",
-    "type_declaration",
-}
-STRINGLIKE = ("string", "comment", "template_string", "raw_string_literal", "interpreted_string")
 
 
 @dataclass(frozen=True)
@@ -81,12 +39,6 @@ class Context:
     prompt: str
     window_start_line: int
     in_string_or_comment: bool
-
-
-def comment_marker(language_id: str) -> str | None:
-    if language_id in COMMENT:
-        return COMMENT[language_id]
-    return C_LIKE[0] if language_id in C_LIKE[1] else None
 
 
 def window_start(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from lsp_server.languages import COMMENT_NODES, JS_LANGUAGES
 from lsp_server.syntax import parse
 
 SIGNATURE_CHARS = 200
@@ -24,8 +25,6 @@ class Definition:
     doc: str  # first line of the docstring or of the comment above; "" if none
 
 
-JS_LANGUAGES = frozenset({"javascript", "javascriptreact", "typescript", "typescriptreact"})
-COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
 OPEN_SPACE = re.compile(r"([(\[]) ")
 SPACE_CLOSE = re.compile(r",? ([)\]])")
 COMMENT_MARKS = re.compile(r"^\s*(?:/\*\*?|\*/|///?!?|\*(?!/))?\s*(.*?)\s*(?:\*/)?\s*$")
@@ -94,7 +93,7 @@ class _Found:
             end_row = sibling.end_point[0] - (1 if sibling.end_point[1] == 0 else 0)
             if end_row < top - 1:
                 break
-            if sibling.type in COMMENTS:
+            if sibling.type in COMMENT_NODES:
                 comments.append(sibling)
             elif sibling.type != "attribute_item":
                 break

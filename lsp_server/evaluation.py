@@ -25,10 +25,10 @@ from lsp_server.completion import adds_syntax_errors, complete_at
 from lsp_server.completion_plan import Cursor, PipelineOptions, Request, plan_at
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.index import WorkspaceIndex
+from lsp_server.languages import EXTENSIONS
 from lsp_server.settings import Settings
 from lsp_server.snippet import Snippet
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
-from lsp_server.syntax import EXTENSIONS
 
 CASES_PER_FILE = 4
 EVAL_SETTINGS = Settings(multiline="never")  # the task is the rest of one line

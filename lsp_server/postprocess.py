@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from inference.repetition import first_repeated_line, first_wordy_loop
+
 PROSE = re.compile(
     r"^\s*(?:This|The|Here|Note|In this|Explanation|Output|Example usage)\b[^=(){}\[\];]*[.:]\s*$"
 )
@@ -140,19 +142,11 @@ def stop_at_dedent(text: str, site: Site) -> str:
     return "\n".join(kept)
 
 
-def stop_at_repetition(text: str, site: Site, repeats: int = 3) -> str:
+def stop_at_repetition(text: str, site: Site) -> str:
     """Cut at the third identical (non-blank) line in a row: the model is looping."""
     lines = text.split("\n")
-    run = 1
-    for i in range(1, len(lines)):
-        same = lines[i].strip() and lines[i] == lines[i - 1]
-        run = run + 1 if same else 1
-        if run >= repeats:
-            return "\n".join(lines[:i])  # keep the first two, drop the loop
-    return text
-
-
-REPEATED = re.compile(r"(.{3,32}?)\1{2,}")
+    i = first_repeated_line(lines)
+    return text if i is None else "\n".join(lines[:i])  # keep the first two, drop the loop
 
 
 def drop_degenerate_repetition(text: str, site: Site) -> str:
@@ -163,10 +157,10 @@ def drop_degenerate_repetition(text: str, site: Site) -> str:
     before the loop's line stay). Nothing is shown when no code with a letter or digit is left."""
     start = 0
     for line in text.split("\n"):
-        for found in REPEATED.finditer(line):
-            if any(c.isalpha() for c in found.group(1)):
-                kept = trim_cut_off(text[: start + found.start()], site)
-                return kept if any(c.isalnum() for c in kept) else ""
+        at = first_wordy_loop(line)
+        if at is not None:
+            kept = trim_cut_off(text[: start + at], site)
+            return kept if any(c.isalnum() for c in kept) else ""
         start += len(line) + 1
     return text
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from inference.generate import GenerationConfig
-from lsp_server.syntax import fence_name, syntax_issues
+from lsp_server.languages import fence_name
+from lsp_server.syntax import syntax_issues
 
 # Chat messages only: each model renders them with its own chat template (inference/chat.py), and
 # its end-of-turn token is among the EOS ids its manifest records.

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from lsp_server.exclusions import Exclusions
 from lsp_server.index import WorkspaceIndex
+from lsp_server.languages import DEFINED_HERE, IDENT
 from lsp_server.snippet import Snippet
 from lsp_server.uris import prompt_path
 
-IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 CHUNK_LINES = 24
 MIN_SCORE = 0.12
 
@@ -61,10 +61,6 @@ def pick_snippets(
     return picked[::-1]  # the best one nearest the code
 
 
-# A name defined in the document itself needs no definition from elsewhere.
-DEFINED_HERE = (
-    r"(?:def|class|function|interface|type|struct|enum|trait|fn|func|const|let|var)\s+{}\b"
-)
 DEFINITION_SHARE = 3  # at most a third of the snippet budget goes to definitions
 REPO_SHARE = 3  # at most a third of the prompt's budget goes to other files
 CHARS_PER_TOKEN = 3

@@ -8,33 +8,7 @@ from functools import cache
 
 from tree_sitter import Language, Node, Parser, Tree
 
-# LSP languageId -> (module, function returning the grammar)
-GRAMMARS: dict[str, tuple[str, str]] = {
-    "python": ("tree_sitter_python", "language"),
-    "javascript": ("tree_sitter_javascript", "language"),
-    "javascriptreact": ("tree_sitter_javascript", "language"),
-    "typescript": ("tree_sitter_typescript", "language_typescript"),
-    "typescriptreact": ("tree_sitter_typescript", "language_tsx"),
-    "go": ("tree_sitter_go", "language"),
-    "rust": ("tree_sitter_rust", "language"),
-}
-# File extension -> LSP languageId, for callers that have a path and no editor to ask.
-EXTENSIONS: dict[str, str] = {
-    ".py": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".jsx": "javascriptreact",
-    ".ts": "typescript",
-    ".tsx": "typescriptreact",
-    ".go": "go",
-    ".rs": "rust",
-}
-FENCE_NAMES = {
-    "javascriptreact": "jsx",
-    "typescriptreact": "tsx",
-    "typescript": "ts",
-    "javascript": "js",
-}
+from lsp_server.languages import GRAMMARS
 
 
 @dataclass(frozen=True)
@@ -86,7 +60,3 @@ def tree_issues(tree: Tree) -> list[SyntaxIssue]:
 
     walk(tree.root_node)
     return issues
-
-
-def fence_name(language_id: str) -> str:
-    return FENCE_NAMES.get(language_id, language_id)

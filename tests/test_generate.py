@@ -213,9 +213,11 @@ def test_next_line_mode_stops_at_the_end_of_the_line_after(tiny: Model) -> None:
 
 
 def test_a_looping_model_is_stopped() -> None:
-    from inference.generate import LOOPING
+    from inference.repetition import ends_in_loop
 
-    assert LOOPING.search('r, Op: "dyn", Op: "dyn", Op: "dyn", Op: "dyn", ')
-    assert LOOPING.search("x_possible_max_max_max_max")
-    assert not LOOPING.search("x_possible_max_max_max")  # three: it may still become code
-    assert not LOOPING.search("os.path.join(root, name)")
+    assert ends_in_loop('r, Op: "dyn", Op: "dyn", Op: "dyn", Op: "dyn", ')
+    assert ends_in_loop("x_possible_max_max_max_max")
+    assert not ends_in_loop("x_possible_max_max_max")  # three: it may still become code
+    assert not ends_in_loop("os.path.join(root, name)")
+    later = "".join(f"x{i} = {i}\n" for i in range(30))
+    assert not ends_in_loop("_max_max_max_max" + later)  # a loop earlier is left

@@ -2,8 +2,8 @@
 kept per file (records), the stored copy (store), the index itself (workspace: search and
 definitions) and the background worker that builds and updates it (worker)."""
 
-from lsp_server.index.files import SOURCE_EXTENSIONS, IndexLimits
+from lsp_server.index.files import IndexLimits
 from lsp_server.index.worker import Indexer
 from lsp_server.index.workspace import IndexReport, WorkspaceIndex
 
-__all__ = ["SOURCE_EXTENSIONS", "IndexLimits", "IndexReport", "Indexer", "WorkspaceIndex"]
+__all__ = ["IndexLimits", "IndexReport", "Indexer", "WorkspaceIndex"]

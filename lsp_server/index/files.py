@@ -12,29 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
-from lsp_server.syntax import EXTENSIONS
+from lsp_server.languages import SOURCE_EXTENSIONS
 
 IDENT_OR_NEWLINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}|\n")
 NEWLINE = 0  # the vocabulary's term 0 is "\n": a file's stream marks its line ends with it
 BINARY_PROBE = 8192
-
-# Languages with a grammar (definitions and snippets); other source files lend snippets only.
-LANGUAGES: dict[str, str] = {
-    **EXTENSIONS,
-    ".pyi": "python",
-    ".cjs": "javascript",
-    ".mts": "typescript",
-    ".cts": "typescript",
-}
-TEXT_SOURCES = frozenset(
-    {
-        *(".java", ".kt", ".kts", ".scala", ".groovy", ".cs", ".fs", ".swift", ".dart", ".m"),
-        *(".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".mm", ".zig", ".nim"),
-        *(".rb", ".php", ".lua", ".pl", ".r", ".jl", ".ex", ".exs", ".erl", ".hs", ".ml", ".clj"),
-        *(".sh", ".bash", ".zsh", ".ps1", ".sql", ".vue", ".svelte"),
-    }
-)
-SOURCE_EXTENSIONS = frozenset(LANGUAGES) | TEXT_SOURCES
 
 Found = tuple[str, Path, int, int]  # (relative path, path, mtime_ns, size)
 

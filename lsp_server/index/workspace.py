@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import threading
 import time
 from collections import Counter
@@ -23,7 +22,6 @@ from lsp_server.definitions import Definition, extract_definitions
 from lsp_server.exclusions import Exclusions, relative_path
 from lsp_server.index.files import (
     DEFAULT_LIMITS,
-    LANGUAGES,
     IndexLimits,
     file_lines,
     indexable,
@@ -34,9 +32,9 @@ from lsp_server.index.files import (
 from lsp_server.index.postings import MIN_MATCHED_TERMS, Postings, Windows, windows_of
 from lsp_server.index.records import FileRecord, Parsed, unchanged
 from lsp_server.index.store import Store, entry_matches, from_store, load_store, write_store
+from lsp_server.languages import IDENT, INDEXED_EXTENSIONS
 from lsp_server.snippet import Snippet
 
-IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 AMBIGUOUS = 3  # a name defined in more places than this says nothing about which one is meant
 
 
@@ -276,7 +274,7 @@ class WorkspaceIndex:
         found = tokenize(path, self.limits)
         if found is None:
             return None
-        language = LANGUAGES.get(os.path.splitext(rel)[1].lower())
+        language = INDEXED_EXTENSIONS.get(os.path.splitext(rel)[1].lower())
         return Parsed(
             rel,
             mtime_ns,
