@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inference.generate import PREFILL_CHUNK
+from inference.tuning import PREFILL_CHUNK_TOKENS
 
 CONTEXTS = (256, 512, 1024, 2048)
 DECODE_STEPS = 16
@@ -62,8 +62,8 @@ class OrtSubject:
         started = time.perf_counter()
         pending = ids
         while pending:
-            self.model.runner.forward(slot, pending[:PREFILL_CHUNK])
-            pending = pending[PREFILL_CHUNK:]
+            self.model.runner.forward(slot, pending[:PREFILL_CHUNK_TOKENS])
+            pending = pending[PREFILL_CHUNK_TOKENS:]
         elapsed = time.perf_counter() - started
         self.model.pool.release(slot)
         return elapsed
@@ -73,8 +73,8 @@ class OrtSubject:
         slot, _ = self.model.pool.lease(ids)
         pending = ids
         while pending:
-            logits = self.model.runner.forward(slot, pending[:PREFILL_CHUNK])
-            pending = pending[PREFILL_CHUNK:]
+            logits = self.model.runner.forward(slot, pending[:PREFILL_CHUNK_TOKENS])
+            pending = pending[PREFILL_CHUNK_TOKENS:]
         times = []
         for _ in range(steps):
             token = int(logits[-1].argmax())

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from inference.generate import PREFILL_CHUNK
+from inference.tuning import PREFILL_CHUNK_TOKENS
 
 
 def chunk_times(directory: Path, tokens: int) -> dict[int, float]:
@@ -60,8 +60,8 @@ def op_profile(directory: Path, tokens: int) -> dict[str, float]:
         pool = KVPool(spec, True, PoolConfig(capacity_tokens=tokens + 64))
         runner, (slot, _) = Runner(session, spec), pool.lease([0])
         ids = [(i * 7919) % 40000 + 100 for i in range(tokens)]
-        for i in range(0, tokens, PREFILL_CHUNK):
-            runner.forward(slot, ids[i : i + PREFILL_CHUNK])
+        for i in range(0, tokens, PREFILL_CHUNK_TOKENS):
+            runner.forward(slot, ids[i : i + PREFILL_CHUNK_TOKENS])
         events = json.loads(Path(session.end_profiling()).read_text())
     by_op: collections.Counter = collections.Counter()
     for event in events:
@@ -84,7 +84,7 @@ def main() -> int:
         ops = op_profile(directory, args.tokens)
         total = sum(ops.values())
         shares = ", ".join(f"{op} {ms} ms ({100 * ms / total:.0f}%)" for op, ms in ops.items())
-        print(f"  profiled, {PREFILL_CHUNK}-token chunks: {shares}")
+        print(f"  profiled, {PREFILL_CHUNK_TOKENS}-token chunks: {shares}")
     return 0
 
 

@@ -26,13 +26,8 @@ from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
 from inference.scoring import continuation_logprob, split_shared
 from inference.session import SessionConfig
+from inference.tuning import MEASURE_MIN_TOKENS, PREFILL_S_PER_TOKEN, WARM_CHUNK_TOKENS
 
-WARM_CHUNK = 32  # a keystroke arriving mid-warm-up waits for at most one such chunk (~0.1 s)
-# Prefill seconds per token before a model has been measured (the fast model on 2 CPU cores:
-# 1.5-3.5 ms, depending on the day's host); measured prefills of at least MEASURE_MIN_TOKENS
-# replace it, averaged.
-PREFILL_S_PER_TOKEN = 0.002
-MEASURE_MIN_TOKENS = 32
 CACHEABLE = frozenset({Finish.EOS, Finish.STOP, Finish.NEWLINE, Finish.LENGTH})
 
 
@@ -361,7 +356,7 @@ class Engine:
         else:
             ids = model.tokenizer.encode(prompt)
         ids, _ = _healed(model, ids, GenerationConfig(heal=heal))
-        config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK)
+        config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK_TOKENS)
         result = Generation(model, ids, config, cancel).run()
         if result.finish is not Finish.CANCELLED:
             self._measure_prefill(model.model_id, result)

@@ -19,10 +19,7 @@ from inference import lookup
 from inference.model import Model
 from inference.repetition import ends_in_loop
 from inference.sampling import apply_allowed, greedy, sample
-
-# Long prompts are fed in chunks so cancel/deadline are honoured mid-prefill; 256 was also the
-# fastest chunk for a 1024-token prefill of the fast model here (1.54 s vs 1.66 s at 512, 1.94 s whole).
-PREFILL_CHUNK = 256
+from inference.tuning import PREFILL_CHUNK_TOKENS
 
 
 class Finish(str, Enum):
@@ -46,7 +43,9 @@ class GenerationConfig:
     stop_looping: bool = False  # stop when the text ends in a loop (inference.repetition)
     deadline_s: float | None = None  # wall-clock budget from the start of the request
     draft_tokens: int = 0  # prompt-lookup drafts per step (greedy only); 0 turns it off
-    prefill_chunk: int = PREFILL_CHUNK  # smaller for idle warm-ups, so a keystroke waits less
+    prefill_chunk: int = (
+        PREFILL_CHUNK_TOKENS  # smaller for idle warm-ups, so a keystroke waits less
+    )
     heal: bool = False  # back off a last token that ends inside a word (see inference/healing)
     constraint: str = ""  # text the output must start with; it is not part of the result
     # Start from the n-th most likely first token, then go on as configured: 0 is the usual

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inference.tokenizer import Tokenizer
+from inference.tuning import HEAL_MAX_INDENT_CHARS
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,6 @@ class VocabIndex:
 
 
 HORIZONTAL_SPACE = " \t"
-MAX_INDENT_CHARS = 41  # a line break and 40 columns of indentation
 
 
 def heal(ids: list[int], tokenizer: Tokenizer, max_chars: int = 12) -> Healed:
@@ -75,7 +75,7 @@ def heal(ids: list[int], tokenizer: Tokenizer, max_chars: int = 12) -> Healed:
         return Healed(ids, "")
     last = tokenizer.token_text(ids[-1])
     if _is_indentation(last):
-        return Healed(ids[:-1], last) if len(last) <= MAX_INDENT_CHARS else Healed(ids, "")
+        return Healed(ids[:-1], last) if len(last) <= HEAL_MAX_INDENT_CHARS else Healed(ids, "")
     if last and not last.strip(HORIZONTAL_SPACE):
         return _heal_space(ids, tokenizer, max_chars)
     word = last.lstrip()

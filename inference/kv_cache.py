@@ -19,6 +19,7 @@ import numpy as np
 import onnxruntime as ort
 
 from inference.graph import GraphSpec
+from inference.tuning import KEEP_KV_SLOTS, WAIT_FOR_TOKENS
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -51,14 +52,6 @@ class KVSlot:
         del self.tokens[n:]
         if self.past is not None:
             self.past = [np.ascontiguousarray(p[:, :, :n, :]) for p in self.past]
-
-
-# Waiting for a held slot pays when it holds this many more of the prompt than any free one.
-WAIT_FOR_TOKENS = 32
-# A new slot rather than overwriting a long cached sequence, up to this many slots (beyond, the
-# least recently used one goes): a prompt from a prefill in progress, one for the nearest lines,
-# one for the suggestion computed ahead, one spare.
-KEEP_SLOTS = 4
 
 
 @dataclass(frozen=True)
@@ -129,7 +122,7 @@ class KVPool:
             if best is not None and reused < self._worth_keeping(best):
                 # Reusing a few tokens (a shared file header) would throw away a long cached
                 # sequence another request is about to resume: take a new or the oldest slot.
-                if len(self.slots) < min(self.max_slots, KEEP_SLOTS):
+                if len(self.slots) < min(self.max_slots, KEEP_KV_SLOTS):
                     best, reused = None, 0
                 else:
                     oldest = min((s for s in self.slots if not s.leased), key=lambda s: s.last_used)

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-WINDOW = 512  # recent requests per latency series
+from inference.tuning import METRICS_WINDOW_REQUESTS
 
 
 class Window:
-    def __init__(self, size: int = WINDOW) -> None:
+    def __init__(self, size: int = METRICS_WINDOW_REQUESTS) -> None:
         self.values: deque[float] = deque(maxlen=size)
 
     def add(self, value: float) -> None:

@@ -8,25 +8,22 @@ from __future__ import annotations
 import re
 from functools import cache
 
-PIECE_CHARS = (3, 32)  # a repeated piece this long: shorter runs (`0, 0, 0`, `====`) are code
-LOOP_TIMES = 4  # the decode loop stops at the fourth time in a row at the end of the text
-LINE_TIMES = 3  # post-processing cuts at the third time within a line, or the third same line
-TAIL_CHARS = 128  # how much of the end of the text the decode loop looks at, per token
+from inference.tuning import LOOP_END_TIMES, LOOP_LINE_TIMES, LOOP_PIECE_CHARS, LOOP_TAIL_CHARS
 
 
 @cache
 def _repeated(times: int, at_end: bool) -> re.Pattern[str]:
-    low, high = PIECE_CHARS
+    low, high = LOOP_PIECE_CHARS
     return re.compile(rf"(.{{{low},{high}}}?)\1{{{times - 1},}}" + ("$" if at_end else ""), re.S)
 
 
-def ends_in_loop(text: str, times: int = LOOP_TIMES) -> bool:
+def ends_in_loop(text: str, times: int = LOOP_END_TIMES) -> bool:
     """Whether `text` ends in one piece `times` times in a row (`_max_max_max_max`,
     `Op: "dyn", Op: "dyn", ...`): nothing after it is worth waiting for."""
-    return _repeated(times, True).search(text[-TAIL_CHARS:]) is not None
+    return _repeated(times, True).search(text[-LOOP_TAIL_CHARS:]) is not None
 
 
-def first_wordy_loop(line: str, times: int = LINE_TIMES) -> int | None:
+def first_wordy_loop(line: str, times: int = LOOP_LINE_TIMES) -> int | None:
     """Where the first piece with a letter in it repeated `times` times in a row starts in
     `line` (`CARD_CARD_CARD_CA`), or None."""
     for found in _repeated(times, False).finditer(line):
@@ -35,7 +32,7 @@ def first_wordy_loop(line: str, times: int = LINE_TIMES) -> int | None:
     return None
 
 
-def first_repeated_line(lines: list[str], times: int = LINE_TIMES) -> int | None:
+def first_repeated_line(lines: list[str], times: int = LOOP_LINE_TIMES) -> int | None:
     """The index of the line that makes `times` identical non-blank lines in a row, or None."""
     run = 1
     for i in range(1, len(lines)):

@@ -11,9 +11,9 @@ import threading
 
 import numpy as np
 
-from inference.generate import PREFILL_CHUNK
 from inference.kv_cache import common_prefix
 from inference.model import Model
+from inference.tuning import PREFILL_CHUNK_TOKENS
 
 
 class ScoringCancelled(Exception):
@@ -42,7 +42,7 @@ def continuation_logprob(
         while len(slot) < len(context) - 1:
             if cancel.is_set():
                 raise ScoringCancelled
-            end = min(len(context) - 1, len(slot) + PREFILL_CHUNK)
+            end = min(len(context) - 1, len(slot) + PREFILL_CHUNK_TOKENS)
             model.runner.forward(slot, full[len(slot) : end])
         if cancel.is_set():
             raise ScoringCancelled

@@ -15,16 +15,13 @@ from inference.engine import Engine, EngineResult, ServingPlan
 from inference.generate import Finish
 from inference.router import RoutingError, Task
 from inference.scoring import ScoringCancelled
+from inference.tuning import SCORED_CANDIDATE_ITEMS
 from lsp_server.completion_plan import CompletionPlan, Cursor, PipelineOptions, Request, plan_at
 from lsp_server.documents import insert_parsed
 from lsp_server.postprocess import MINIMAL, Processed, Rule, postprocess_report
 from lsp_server.settings import Settings
 from lsp_server.syntax import parser_for, tree_issues
 
-# Candidates ranked by the code after the cursor: how many, and how much of that code is scored
-# (the rest of the line and the next non-blank lines, up to a size that keeps scoring cheap).
-SCORED_CANDIDATES = 3
-MAX_ALTERNATIVES = 3
 # Post-processing steps worth counting when they shorten what is shown (stats: trimmed.<step>).
 NOTABLE_TRIMS = frozenset(
     {"cut_off", "drop_degenerate_repetition", "drop_repeated_whitespace", "stop_at_repetition"}
@@ -72,7 +69,7 @@ def run_completion(
     candidates planned, also the alternatives, ranked by the code after the cursor."""
     started = time.perf_counter()
     first = _first_completion(engine, plan, text, language_id, cancel, options, tree)
-    wanted = max(plan.candidates, SCORED_CANDIDATES if plan.score_suffix else 1)
+    wanted = max(plan.candidates, SCORED_CANDIDATE_ITEMS if plan.score_suffix else 1)
     if wanted <= 1 or first.result is None or first.result.finish is Finish.CANCELLED:
         return replace(first, alternatives=(first.text,) if first.text else ())
     texts = [first.text] if first.text else []

@@ -15,6 +15,16 @@ from inference.engine import Engine, ServingPlan, Tokens
 from inference.generate import GenerationConfig
 from inference.manifest import FimTemplate
 from inference.router import Route, Task
+from inference.tuning import (
+    CHARS_PER_TOKEN,
+    DRAFT_TOKENS,
+    MULTI_LINE_DEADLINE_S,
+    SCORED_SUFFIX_CHARS,
+    SCORED_SUFFIX_LINES,
+    SHORT_MIN_TOKENS,
+    SHORT_STEP_LINES,
+    SINGLE_LINE_DEADLINE_S,
+)
 from lsp_server.context import (
     WINDOW_STEP_LINES,
     AboveWindow,
@@ -28,19 +38,6 @@ from lsp_server.snippet import Snippet
 from lsp_server.uris import prompt_path
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
-CHARS_PER_TOKEN = 3  # only when no tokenizer is loaded yet
-SINGLE_LINE_DEADLINE_S = 1.5
-MULTI_LINE_DEADLINE_S = 4.0
-DRAFT_TOKENS = 8
-# A prompt whose uncached part would take longer than the request's prefill budget is answered
-# from the nearest lines instead (a short prompt that fits the budget); its window moves in
-# steps this small, and it never gets fewer tokens than this.
-SHORT_STEP_LINES = 8
-SHORT_MIN_TOKENS = 48
-# Candidates ranked by the code after the cursor: how many, and how much of that code is scored
-# (the rest of the line and the next non-blank lines, up to a size that keeps scoring cheap).
-SCORED_SUFFIX_LINES = 2
-SCORED_SUFFIX_CHARS = 120
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,12 @@ from dataclasses import dataclass
 from tree_sitter import Node, Tree
 
 from inference.manifest import FimTemplate
+from inference.tuning import (
+    FIM_SUFFIX_MAX_LINES,
+    FIM_SUFFIX_TOKENS,
+    MAX_CHARS_PER_TOKEN,
+    WINDOW_STEP_LINES,
+)
 from lsp_server.languages import (
     DEFINITION_NODES,
     IMPORT_NODES,
@@ -25,13 +31,6 @@ from lsp_server.languages import (
 )
 from lsp_server.snippet import Snippet
 from lsp_server.syntax import parse
-
-WINDOW_STEP_LINES = 64
-# The code after the cursor in a FIM prompt: whole lines, up to this many tokens. It follows the
-# cursor in the prompt, so every keystroke prefills it again (measured in the README, "FIM").
-FIM_SUFFIX_TOKENS = 128
-FIM_SUFFIX_MAX_LINES = 40
-MAX_CHARS_PER_TOKEN = 6  # generous for code: beyond this a window is cut inside a line
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from inference.tuning import SIGNATURE_CHARS
 from lsp_server.languages import COMMENT_NODES, JS_LANGUAGES
 from lsp_server.syntax import parse
-
-SIGNATURE_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,13 +16,11 @@ from urllib.parse import unquote
 from lsprotocol import types
 from tree_sitter import Point, Tree
 
+from inference.tuning import RECENT_DOCUMENTS, TREE_MAX_CHARS
 from lsp_server.edits import change_span
 from lsp_server.positions import LINE_BREAK, offset_at, utf16_len
 from lsp_server.syntax import parser_for
 
-RECENT_DOCS = 8  # other open/edited documents that may lend snippets to a prompt
-# Beyond this, no tree is kept: completions parse the text around the cursor instead.
-TREE_MAX_CHARS = 1 << 20
 AROUND_BEFORE, AROUND_AFTER = 512 << 10, 64 << 10
 
 
@@ -152,7 +150,7 @@ class Documents:
     def touch(self, uri: str) -> None:
         self._recent[uri] = None
         self._recent.move_to_end(uri)
-        while len(self._recent) > RECENT_DOCS:
+        while len(self._recent) > RECENT_DOCUMENTS:
             self._recent.popitem(last=False)
 
     def parse(self, doc: Document) -> Tree | None:

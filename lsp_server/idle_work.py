@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 from inference.errors import ModelLoadError
 from inference.router import RoutingError
+from inference.tuning import T_SETTLE_S
 from lsp_server.answers import Answer
 from lsp_server.completion_plan import CompletionPlan
 from lsp_server.documents import Snapshot, with_insertion
 from lsp_server.parts import Parts
 from lsp_server.planner import Planner
 from lsp_server.positions import PositionError, offset_at, position_at
-from lsp_server.prefill import T_SETTLE_S, Aim, BackgroundPrefill, opened_at
+from lsp_server.prefill import Aim, BackgroundPrefill, opened_at
 from lsp_server.scheduler import LatestWins
 from lsp_server.suggestions import Remembered
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from inference.generate import Finish
 from inference.router import STANDARD, RoutingError
+from inference.tuning import MAX_ALTERNATIVE_ITEMS, T_WHOLE_WAIT_S
 from lsp_server.answers import Answer, Selected, View
-from lsp_server.completion import MAX_ALTERNATIVES, Completion
+from lsp_server.completion import Completion
 from lsp_server.completion_plan import CompletionPlan
 from lsp_server.documents import Document, Snapshot, with_insertion
 from lsp_server.errors import BadRequest, unknown_document
@@ -25,10 +26,6 @@ from lsp_server.scheduler import LatestWins, Ticket
 from lsp_server.suggestions import Remembered
 
 log = logging.getLogger(__name__)
-
-# A short prompt's answer that post-processing rejected waits this long for the whole prompt's
-# prefill to finish, then answers from it (a pause at a line's end gets it; a key cancels it).
-T_WHOLE_WAIT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,7 @@ class InlinePolicy:
     ) -> Answer | None:
         """The completion at (line, UTF-16 character), or None (disabled, not ready, superseded,
         empty: Telemetry.no_answer counts why). Raises BadRequest for an unknown document or a
-        position outside it. `invoked`: asked for explicitly, so up to MAX_ALTERNATIVES items,
+        position outside it. `invoked`: asked for explicitly, so up to MAX_ALTERNATIVE_ITEMS items,
         ranked, freshly computed (no type-through, no debounce). `selected`: the suggest widget's
         item; the answer is then anchored after it, in the document as if it were accepted."""
         counts = self._telemetry.counts
@@ -178,7 +175,7 @@ class InlinePolicy:
         # during the debounce: with a key every 90 ms it would get no time at all).
         async with prefill.step_aside():
             with self._gate.foreground():
-                candidates = MAX_ALTERNATIVES if ask.invoked else 1
+                candidates = MAX_ALTERNATIVE_ITEMS if ask.invoked else 1
                 plan, done = await self._models.run(
                     self._planner.plan_and_run, snap, view, ticket.cancel, True, False, candidates
                 )

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from inference.paths import ensure_private_dir, fastcomplete_home
+from inference.tuning import LOG_BACKUP_FILES, LOG_BYTES
 
-LOG_BYTES = 5 << 20
-LOG_BACKUPS = 3
 TIME_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -44,7 +43,7 @@ def setup_logging(verbose: bool, log_file: Path | None = None) -> Path:
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     rotating = logging.handlers.RotatingFileHandler(
-        path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+        path, maxBytes=LOG_BYTES, backupCount=LOG_BACKUP_FILES, encoding="utf-8"
     )
     rotating.setFormatter(JsonLines())
     root.handlers = [stderr, rotating]

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import threading
 
+from inference.tuning import TREE_MAX_CHARS
 from lsp_server.answers import View
 from lsp_server.completion import Completion, complete_at, run_completion
 from lsp_server.completion_plan import CompletionPlan, Cursor, Request, plan_at
 from lsp_server.context import AboveWindow
-from lsp_server.documents import TREE_MAX_CHARS, Snapshot, around_cursor
+from lsp_server.documents import Snapshot, around_cursor
 from lsp_server.index import Indexer
 from lsp_server.parts import Parts
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars

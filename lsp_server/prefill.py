@@ -21,20 +21,11 @@ from dataclasses import dataclass
 
 from tree_sitter import Tree
 
+from inference.tuning import NEAR_CHARS, NEAR_LINES, T_SETTLE_S
 from lsp_server.completion_plan import CompletionPlan
 from lsp_server.syntax import tree_issues
 
 log = logging.getLogger(__name__)
-
-# After an edit or an open, a moment beyond the completion's debounce for the request that usually
-# follows to take over first (a plan started in the debounce is one the request waits for).
-T_SETTLE_S = 0.03
-# An aim this many characters on from the last prefilled one, on its line, is left to its request.
-NEAR_CHARS = 24
-# A plan in flight is finished first when the newer aim is at most this many lines from it (typing
-# on: the two prompts share all but the last keys' tokens); a farther aim (a click, a jump, a
-# focus elsewhere) shares little of it and is planned at once.
-NEAR_LINES = 4
 
 
 @dataclass(frozen=True)

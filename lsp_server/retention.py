@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-RETENTION_CHECKS_S = (30, 120)  # seconds after acceptance; Copilot's figures
-
 
 @dataclass
 class Accepted:

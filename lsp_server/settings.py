@@ -12,7 +12,7 @@ from typing import Any
 
 from inference.manifest import FimTemplate
 from inference.remote import RemoteConfig
-from lsp_server.retention import RETENTION_CHECKS_S
+from inference.tuning import RETENTION_CHECKS_S
 
 MULTILINE_MODES = ("auto", "always", "never")
 

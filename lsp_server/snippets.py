@@ -14,14 +14,19 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from inference.tuning import (
+    CHARS_PER_TOKEN,
+    DEFINITION_SHARE_DIVISOR,
+    REPO_SHARE_DIVISOR,
+    SNIPPET_CHUNK_LINES,
+    SNIPPET_MIN_SCORE,
+    WINDOW_STEP_LINES,
+)
 from lsp_server.exclusions import Exclusions
 from lsp_server.index import WorkspaceIndex
 from lsp_server.languages import DEFINED_HERE, IDENT
 from lsp_server.snippet import Snippet
 from lsp_server.uris import prompt_path
-
-CHUNK_LINES = 24
-MIN_SCORE = 0.12
 
 
 def identifiers(text: str) -> set[str]:
@@ -38,13 +43,13 @@ def pick_snippets(
     scored: list[tuple[float, str, str]] = []
     for path, text in others.items():
         lines = text.split("\n")
-        for start in range(0, len(lines), CHUNK_LINES // 2):
-            chunk = "\n".join(lines[start : start + CHUNK_LINES]).strip("\n")
+        for start in range(0, len(lines), SNIPPET_CHUNK_LINES // 2):
+            chunk = "\n".join(lines[start : start + SNIPPET_CHUNK_LINES]).strip("\n")
             ids = identifiers(chunk)
             if not ids:
                 continue
             score = len(wanted & ids) / len(wanted | ids)
-            if score >= MIN_SCORE:
+            if score >= SNIPPET_MIN_SCORE:
                 scored.append((score, path, chunk))
     scored.sort(key=lambda s: -s[0])
     picked: list[Snippet] = []
@@ -61,14 +66,9 @@ def pick_snippets(
     return picked[::-1]  # the best one nearest the code
 
 
-DEFINITION_SHARE = 3  # at most a third of the snippet budget goes to definitions
-REPO_SHARE = 3  # at most a third of the prompt's budget goes to other files
-CHARS_PER_TOKEN = 3
-
-
 def budget_chars(context_tokens: int) -> int:
     """How much text other files may lend a prompt of `context_tokens` tokens."""
-    return context_tokens * CHARS_PER_TOKEN // REPO_SHARE
+    return context_tokens * CHARS_PER_TOKEN // REPO_SHARE_DIVISOR
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,6 @@ class SnippetChooser:
     """Snippets for a cursor, chosen once per block of lines around it so that the prompt's start
     stays put while the user types (KV reuse). Called from worker threads."""
 
-    BLOCK_LINES = 64
-
     def __init__(self, budget_chars: Callable[[], int]) -> None:
         self.budget_chars = budget_chars
         self._chosen: dict[tuple, list[Snippet]] = {}
@@ -122,7 +120,7 @@ class SnippetChooser:
         others = tuple((u, t) for u, t in sources.others if not excluded(u))
         if not others and index is None:
             return []
-        block = line // self.BLOCK_LINES
+        block = line // WINDOW_STEP_LINES
         key = (
             uri,
             block,
@@ -134,8 +132,8 @@ class SnippetChooser:
         with self._lock:
             if key in self._chosen:
                 return self._chosen[key]
-        start = block * self.BLOCK_LINES
-        query = "\n".join(text.split("\n")[start : start + self.BLOCK_LINES])
+        start = block * WINDOW_STEP_LINES
+        query = "\n".join(text.split("\n")[start : start + WINDOW_STEP_LINES])
         budget = self.budget_chars()
         picked: list[Snippet] = []
         if index is not None:
@@ -143,7 +141,9 @@ class SnippetChooser:
             # (or, for this document, quote the line being written).
             skip = {r for u, _ in (*others, (uri, text)) if (r := index.relative(u))}
             if sources.definitions:
-                defs = definition_snippets(index, query, text, skip, budget // DEFINITION_SHARE)
+                defs = definition_snippets(
+                    index, query, text, skip, budget // DEFINITION_SHARE_DIVISOR
+                )
                 budget -= sum(len(d.path) + len(d.text) for d in defs)
                 picked.extend(defs)
             if sources.index_snippets:

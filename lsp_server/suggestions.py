@@ -13,8 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-MAX_PER_DOCUMENT = 4
-MAX_DOCUMENTS = 8
+from inference.tuning import REMEMBERED_DOCUMENTS, REMEMBERED_PER_DOCUMENT_ITEMS
 
 
 @dataclass(frozen=True)
@@ -69,8 +68,8 @@ class SuggestionMemory:
                 for old in self._items.pop(uri, [])
                 if (old.anchor, old.before, old.text) != (item.anchor, item.before, item.text)
             ]
-            self._items[uri] = [item, *kept][:MAX_PER_DOCUMENT]
-            while len(self._items) > MAX_DOCUMENTS:
+            self._items[uri] = [item, *kept][:REMEMBERED_PER_DOCUMENT_ITEMS]
+            while len(self._items) > REMEMBERED_DOCUMENTS:
                 self._items.popitem(last=False)
 
     def find(self, uri: str, text: str, offset: int) -> Match | None:

@@ -10,8 +10,9 @@ import pytest
 
 from inference.generate import Finish, Generation, GenerationConfig
 from inference.model import load_model_dir
+from inference.tuning import WINDOW_STEP_LINES
 from lsp_server.completion_plan import is_single_line, plan_completion
-from lsp_server.context import WINDOW_STEP_LINES, window_start
+from lsp_server.context import window_start
 from lsp_server.positions import PositionError, offset_at, utf16_to_index
 from lsp_server.postprocess import postprocess
 from lsp_server.prompts import extract_code, refactor_verdict

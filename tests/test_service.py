@@ -10,8 +10,8 @@ import pytest
 from lsprotocol import types
 
 from inference.engine import EngineConfig, _healed
+from inference.tuning import NEAR_CHARS
 from lsp_server.errors import BadRequest
-from lsp_server.prefill import NEAR_CHARS
 from lsp_server.service import CompletionService
 from lsp_server.suggestions import Remembered
 

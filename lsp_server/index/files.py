@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from inference.tuning import BINARY_PROBE_BYTES
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.languages import SOURCE_EXTENSIONS
 
 IDENT_OR_NEWLINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}|\n")
 NEWLINE = 0  # the vocabulary's term 0 is "\n": a file's stream marks its line ends with it
-BINARY_PROBE = 8192
 
 Found = tuple[str, Path, int, int]  # (relative path, path, mtime_ns, size)
 
@@ -109,7 +109,7 @@ def tokenize(path: Path, limits: IndexLimits) -> Tokenized | None:
         data = path.read_bytes()
     except OSError:
         return None
-    if len(data) > limits.max_file_bytes or b"\0" in data[:BINARY_PROBE]:
+    if len(data) > limits.max_file_bytes or b"\0" in data[:BINARY_PROBE_BYTES]:
         return None
     text = data.decode("utf-8", "replace")
     words: dict[str, int] = {"\n": NEWLINE}

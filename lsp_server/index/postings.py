@@ -14,19 +14,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inference.tuning import (
+    INDEX_CANDIDATE_WINDOWS,
+    INDEX_MERGE_FILES,
+    INDEX_MERGE_PAIRS,
+    INDEX_MIN_BM25,
+    INDEX_MIN_MATCHED_TERMS,
+    INDEX_REWEIGH_POSTINGS,
+)
 from lsp_server.index.files import NEWLINE, IndexLimits
 
 K1, B = 1.2, 0.75
-# A window needs two distinct query terms (one shared name is chance) and this much BM25 score.
-MIN_MATCHED_TERMS = 2
-MIN_SCORE = 2.0
-CANDIDATES = 64  # best windows considered when picking (overlaps, skips and budget drop some)
-# Files added are merged into the sorted postings once they hold this many (window, term) pairs
-# or as many as the merged part (each merge copies the merged postings: doubling keeps a build's
-# copies linear in all), or once this many files wait (a search scans each of them).
-MERGE_PAIRS = 50_000
-MERGE_FILES = 256
-REWEIGH_CHUNK = 1 << 18  # postings reweighed at a time after a merge
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,8 +143,8 @@ class Postings:
         self._pending_pairs += len(windows.term)
         self._live_windows += count
         self._live_length += int(windows.lengths.sum())
-        waiting = max(MERGE_PAIRS, len(self._merged.window))
-        if self._pending_pairs >= waiting or len(self._pending) >= MERGE_FILES:
+        waiting = max(INDEX_MERGE_PAIRS, len(self._merged.window))
+        if self._pending_pairs >= waiting or len(self._pending) >= INDEX_MERGE_FILES:
             self.merge()
 
     def drop(self, slot: int) -> bool:
@@ -258,7 +256,7 @@ class Postings:
         if n == 0:
             return []
         query = [(self.vocab[w], 1.0 + math.log(c)) for w, c in counts.items() if w in self.vocab]
-        if len(query) < MIN_MATCHED_TERMS:
+        if len(query) < INDEX_MIN_MATCHED_TERMS:
             return []
         merged = self._merged
         pending = self._pending_postings([t for t, _ in query])
@@ -285,9 +283,11 @@ class Postings:
             if slot in self._range:
                 first, count = self._range[slot]
                 score[first : first + count] = 0.0
-        best = np.flatnonzero((matched >= MIN_MATCHED_TERMS) & (score >= MIN_SCORE))
-        if len(best) > CANDIDATES:
-            best = best[np.argpartition(-score[best], CANDIDATES)[:CANDIDATES]]
+        best = np.flatnonzero((matched >= INDEX_MIN_MATCHED_TERMS) & (score >= INDEX_MIN_BM25))
+        if len(best) > INDEX_CANDIDATE_WINDOWS:
+            best = best[
+                np.argpartition(-score[best], INDEX_CANDIDATE_WINDOWS)[:INDEX_CANDIDATE_WINDOWS]
+            ]
         best = best[np.argsort(-score[best], kind="stable")]
         slots, starts = self._locate(best)
         return list(zip(slots.tolist(), starts.tolist(), strict=True))
@@ -297,8 +297,8 @@ class Postings:
         (in chunks: the temporaries stay small)."""
         merged = self._merged
         average = self._average_length()
-        for lo in range(0, len(merged.window), REWEIGH_CHUNK):
-            hi = lo + REWEIGH_CHUNK
+        for lo in range(0, len(merged.window), INDEX_REWEIGH_POSTINGS):
+            hi = lo + INDEX_REWEIGH_POSTINGS
             merged.weight[lo:hi] = _saturation(
                 merged.tf[lo:hi], merged.length[merged.window[lo:hi]], average
             )

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from inference.tuning import INDEX_PROGRESS_EVERY_S
 from lsp_server.exclusions import Exclusions
 from lsp_server.index.files import IndexLimits
 from lsp_server.index.workspace import IndexReport, WorkspaceIndex
@@ -20,7 +21,6 @@ from lsp_server.uris import file_path
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, int | None], None]  # (message, percentage; None: done)
-PROGRESS_EVERY_S = 0.5
 IGNORE_FILES = (".gitignore", ".fastcompleteignore")
 
 
@@ -68,7 +68,7 @@ class Indexer:
         def step(done: int, total: int) -> None:
             nonlocal last
             now = time.monotonic()
-            if progress is not None and total and now - last >= PROGRESS_EVERY_S:
+            if progress is not None and total and now - last >= INDEX_PROGRESS_EVERY_S:
                 last = now
                 progress(f"indexed {done}/{total} files", min(99, 100 * done // total))
 

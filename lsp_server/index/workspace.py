@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.tuning import AMBIGUOUS_DEFINITIONS, INDEX_MIN_MATCHED_TERMS
 from lsp_server.definitions import Definition, extract_definitions
 from lsp_server.exclusions import Exclusions, relative_path
 from lsp_server.index.files import (
@@ -29,13 +30,11 @@ from lsp_server.index.files import (
     tokenize,
     walk,
 )
-from lsp_server.index.postings import MIN_MATCHED_TERMS, Postings, Windows, windows_of
+from lsp_server.index.postings import Postings, Windows, windows_of
 from lsp_server.index.records import FileRecord, Parsed, unchanged
 from lsp_server.index.store import Store, entry_matches, from_store, load_store, write_store
 from lsp_server.languages import IDENT, INDEXED_EXTENSIONS
 from lsp_server.snippet import Snippet
-
-AMBIGUOUS = 3  # a name defined in more places than this says nothing about which one is meant
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ class WorkspaceIndex:
         if budget_chars <= 0 or top <= 0:
             return []
         counts = Counter(IDENT.findall(query))
-        if len(counts) < MIN_MATCHED_TERMS:
+        if len(counts) < INDEX_MIN_MATCHED_TERMS:
             return []
         with self._lock:
             skipped = [s for rel in skip if (s := self._slot_of.get(rel)) is not None]
@@ -136,7 +135,7 @@ class WorkspaceIndex:
         with self._lock:
             for name in dict.fromkeys(names):
                 found = [d for d in self._by_name.get(name, ()) if d.path not in skip]
-                if not found or len(found) > AMBIGUOUS:
+                if not found or len(found) > AMBIGUOUS_DEFINITIONS:
                     continue
                 found.sort(key=lambda d: (d.kind == "method", d.path, d.line))
                 first.append(found[0])

@@ -1,0 +1,111 @@
+"""Every tunable of the engine and the server, in one table, each with its unit in its name
+(`_S` seconds, `_MS` milliseconds, `_TOKENS`, `_CHARS`, `_LINES`, `_BYTES`, `_ITEMS`, ...), as
+llama.vim keeps its defaults. The settings a user changes live in lsp_server.settings; these are
+the numbers behind them, measured on this project's benchmarks (see the README for each)."""
+
+from __future__ import annotations
+
+# -- Engine ------------------------------------------------------------------------------------
+
+WARM_CHUNK_TOKENS = 32  # a keystroke arriving mid-warm-up waits for at most one such chunk (~0.1 s)
+# Prefill seconds per token before a model has been measured (the fast model on 2 CPU cores:
+# 1.5-3.5 ms, depending on the day's host); measured prefills of at least MEASURE_MIN_TOKENS
+# replace it, averaged.
+PREFILL_S_PER_TOKEN = 0.002
+MEASURE_MIN_TOKENS = 32
+# Long prompts are fed in chunks so cancel/deadline are honoured mid-prefill; 256 was also the
+# fastest chunk for a 1024-token prefill of the fast model here (1.54 s vs 1.66 s at 512, 1.94 s whole).
+PREFILL_CHUNK_TOKENS = 256
+# Waiting for a held slot pays when it holds this many more of the prompt than any free one.
+WAIT_FOR_TOKENS = 32
+# A new slot rather than overwriting a long cached sequence, up to this many slots (beyond, the
+# least recently used one goes): a prompt from a prefill in progress, one for the nearest lines,
+# one for the suggestion computed ahead, one spare.
+KEEP_KV_SLOTS = 4
+HEAL_MAX_INDENT_CHARS = 41  # a line break and 40 columns of indentation
+METRICS_WINDOW_REQUESTS = 512  # recent requests per latency series
+
+# -- Loops -------------------------------------------------------------------------------------
+
+LOOP_PIECE_CHARS = (3, 32)  # a repeated piece this long: shorter runs (`0, 0, 0`, `====`) are code
+LOOP_END_TIMES = 4  # the decode loop stops at the fourth time in a row at the end of the text
+LOOP_LINE_TIMES = 3  # post-processing cuts at the third time within a line, or the third same line
+LOOP_TAIL_CHARS = 128  # how much of the end of the text the decode loop looks at, per token
+
+# -- Completion --------------------------------------------------------------------------------
+
+CHARS_PER_TOKEN = 3  # budgets in characters, and token counts before a tokenizer is loaded
+SINGLE_LINE_DEADLINE_S = 1.5
+MULTI_LINE_DEADLINE_S = 4.0
+DRAFT_TOKENS = 8
+# A prompt whose uncached part would take longer than the request's prefill budget is answered
+# from the nearest lines instead (a short prompt that fits the budget); its window moves in
+# steps this small, and it never gets fewer tokens than this.
+SHORT_STEP_LINES = 8
+SHORT_MIN_TOKENS = 48
+# Candidates ranked by the code after the cursor: how many, and how much of that code is scored
+# (the rest of the line and the next non-blank lines, up to a size that keeps scoring cheap).
+SCORED_SUFFIX_LINES = 2
+SCORED_SUFFIX_CHARS = 120
+SCORED_CANDIDATE_ITEMS = 3  # ranked by the code after the cursor (suffixScoring)
+MAX_ALTERNATIVE_ITEMS = 3  # items an explicit request shows
+# A short prompt's answer that post-processing rejected waits this long for the whole prompt's
+# prefill to finish, then answers from it (a pause at a line's end gets it; a key cancels it).
+T_WHOLE_WAIT_S = 3.0
+REMEMBERED_PER_DOCUMENT_ITEMS = 4
+REMEMBERED_DOCUMENTS = 8
+
+# -- Background prefill ------------------------------------------------------------------------
+
+# After an edit or an open, a moment beyond the completion's debounce for the request that usually
+# follows to take over first (a plan started in the debounce is one the request waits for).
+T_SETTLE_S = 0.03
+# An aim this many characters on from the last prefilled one, on its line, is left to its request.
+NEAR_CHARS = 24
+# A plan in flight is finished first when the newer aim is at most this many lines from it (typing
+# on: the two prompts share all but the last keys' tokens); a farther aim (a click, a jump, a
+# focus elsewhere) shares little of it and is planned at once.
+NEAR_LINES = 4
+
+# -- Prompt ------------------------------------------------------------------------------------
+
+# The prompt's window starts on a block of this many lines, and the index is asked with the block
+# around the cursor: both stay put while the person types inside one block (KV reuse, caches).
+WINDOW_STEP_LINES = 64
+# The code after the cursor in a FIM prompt: whole lines, up to this many tokens. It follows the
+# cursor in the prompt, so every keystroke prefills it again (measured in the README, "FIM").
+FIM_SUFFIX_TOKENS = 128
+FIM_SUFFIX_MAX_LINES = 40
+MAX_CHARS_PER_TOKEN = 6  # generous for code: beyond this a window is cut inside a line
+RECENT_DOCUMENTS = 8  # other open/edited documents that may lend snippets to a prompt
+# Beyond this, no tree is kept: completions parse the text around the cursor instead.
+TREE_MAX_CHARS = 1 << 20
+SNIPPET_CHUNK_LINES = 24
+SNIPPET_MIN_SCORE = 0.12
+DEFINITION_SHARE_DIVISOR = 3  # at most a third of the snippet budget goes to definitions
+REPO_SHARE_DIVISOR = 3  # at most a third of the prompt's budget goes to other files
+SIGNATURE_CHARS = 200
+
+# -- Workspace index ---------------------------------------------------------------------------
+
+# A window needs two distinct query terms (one shared name is chance) and this much BM25 score.
+INDEX_MIN_MATCHED_TERMS = 2
+INDEX_MIN_BM25 = 2.0
+# Best windows considered when picking (overlaps, skips and budget drop some).
+INDEX_CANDIDATE_WINDOWS = 64
+# Files added are merged into the sorted postings once they hold this many (window, term) pairs
+# or as many as the merged part (each merge copies the merged postings: doubling keeps a build's
+# copies linear in all), or once this many files wait (a search scans each of them).
+INDEX_MERGE_PAIRS = 50_000
+INDEX_MERGE_FILES = 256
+INDEX_REWEIGH_POSTINGS = 1 << 18  # postings reweighed at a time after a merge
+BINARY_PROBE_BYTES = 8192
+# A name defined in more places than this says nothing about which one is meant.
+AMBIGUOUS_DEFINITIONS = 3
+INDEX_PROGRESS_EVERY_S = 0.5
+
+# -- Telemetry ---------------------------------------------------------------------------------
+
+RETENTION_CHECKS_S = (30, 120)  # seconds after acceptance; Copilot's figures
+LOG_BYTES = 5 << 20
+LOG_BACKUP_FILES = 3
