@@ -82,41 +82,6 @@ class _Merged:
         )
 
 
-@dataclass(eq=False)
-class _Merged:
-    """Postings sorted by term (CSR): term t's windows are window[indptr[t]:indptr[t + 1]]."""
-
-    indptr: np.ndarray  # int64, len = vocabulary size at the merge + 1
-    window: np.ndarray  # int32
-    tf: np.ndarray  # uint16
-    # BM25's saturated term frequency (with the average window length at the merge): a search
-    # only multiplies it by the idf.
-    weight: np.ndarray  # float32
-    slot: np.ndarray  # int32 per window: the file
-    start: np.ndarray  # int32 per window: first line
-    length: np.ndarray  # float32 per window
-    alive: np.ndarray  # bool per window: False once its file is removed or re-indexed
-    dead: int = 0
-
-    @property
-    def windows(self) -> int:
-        return len(self.slot)
-
-    @staticmethod
-    def empty() -> _Merged:
-        i32 = np.zeros(0, np.int32)
-        return _Merged(
-            np.zeros(1, np.int64),
-            i32,
-            np.zeros(0, np.uint16),
-            np.zeros(0, np.float32),
-            i32,
-            i32,
-            np.zeros(0, np.float32),
-            np.zeros(0, bool),
-        )
-
-
 class Postings:
     def __init__(self, limits: IndexLimits) -> None:
         self._window_step = limits.window_step
