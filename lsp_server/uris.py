@@ -19,7 +19,15 @@ def local_path(path_or_uri: str | PurePath) -> tuple[str, bool]:
         return path_or_uri.as_posix(), True
     if URI_SCHEME.match(path_or_uri):
         parts = urlsplit(path_or_uri)
-        return unquote(parts.path), parts.scheme == "file"
+        if parts.scheme != "file":
+            return unquote(parts.path), False
+        # Open documents are keyed by their percent-decoded URI, so a "#" or "?" in a file URI
+        # is part of a file's name ("C#/a.cs"): only the authority is not path.
+        rest = path_or_uri.split(":", 1)[1]
+        if rest.startswith("//"):
+            slash = rest.find("/", 2)
+            rest = rest[slash:] if slash >= 0 else ""
+        return unquote(rest), True
     return Path(path_or_uri).as_posix(), True
 
 

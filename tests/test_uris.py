@@ -30,3 +30,12 @@ def test_the_prompt_names_a_file_by_its_last_three_parts() -> None:
     assert prompt_path("file:///home/ana/proj/pkg/mod/%C3%A9t%C3%A9.py") == "pkg/mod/été.py"
     assert prompt_path("file:///w/calc.py") == "/w/calc.py"
     assert prompt_path("vscode-remote://ssh-remote+host/srv/app/main.py") == "srv/app/main.py"
+
+
+def test_a_hash_or_question_mark_in_a_decoded_file_uri_is_part_of_the_name() -> None:
+    # Documents are keyed by their percent-decoded URI: "file:///w/C%23/a.cs" is kept as below.
+    assert file_path("file:///w/C#/proj/a.cs") == Path("/w/C#/proj/a.cs")
+    assert prompt_path("file:///w/C#/proj/what?.cs") == "C#/proj/what?.cs"
+    assert local_path("file://server/share/a.py") == ("/share/a.py", True)
+    # Elsewhere a fragment names a part of the document (a notebook's cell), not the file.
+    assert local_path("vscode-notebook-cell:/w/nb.ipynb#X1") == ("/w/nb.ipynb", False)
