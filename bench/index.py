@@ -134,7 +134,7 @@ def main() -> None:
         store = Path(store_dir)
         first = run_phase(args.root, store, 0)
         second = run_phase(args.root, store, args.queries)
-        stored = sum(p.stat().st_size for p in store.glob("*.json"))
+        stored = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
     print(f"root: {args.root}")
     print(
         f"files indexed        {first['files']:8d}   (skipped {first['skipped']}"

@@ -81,7 +81,7 @@ async def main() -> None:
     process = server_process(client)
     rss = rss_mb(process.pid) if process is not None else None
     stats = await stop_server(served)
-    stored = sum(f.stat().st_size for f in Path(served.home, "index").glob("*.json"))
+    stored = sum(f.stat().st_size for f in Path(served.home, "index").rglob("*") if f.is_file())
     index = stats["index"]
     print(f"workspace {root}: {index.get('files')} files, state {index['state']}")
     print(f"index build (server's own figure): {index.get('build_s')} s; wall {built_s:.1f} s")

@@ -93,12 +93,6 @@ INDEX_MIN_MATCHED_TERMS = 2
 INDEX_MIN_BM25 = 2.0
 # Best windows considered when picking (overlaps, skips and budget drop some).
 INDEX_CANDIDATE_WINDOWS = 64
-# Files added are merged into the sorted postings once they hold this many (window, term) pairs
-# or as many as the merged part (each merge copies the merged postings: doubling keeps a build's
-# copies linear in all), or once this many files wait (a search scans each of them).
-INDEX_MERGE_PAIRS = 50_000
-INDEX_MERGE_FILES = 256
-INDEX_REWEIGH_POSTINGS = 1 << 18  # postings reweighed at a time after a merge
 BINARY_PROBE_BYTES = 8192
 # A name defined in more places than this says nothing about which one is meant.
 AMBIGUOUS_DEFINITIONS = 3

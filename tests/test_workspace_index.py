@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import pytest
 
 from lsp_server.exclusions import Exclusions
 from lsp_server.index import IndexLimits, WorkspaceIndex
+
+ROOT = Path(__file__).resolve().parent.parent
 
 INVOICE = '''"""Invoices."""
 
@@ -312,7 +316,7 @@ def test_persistence_reuses_unchanged_files(repo: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
     first = index_of(repo, store)
     assert first.build().read == 16
-    assert len(list(store.glob("*.json"))) == 1
+    assert len(list(store.iterdir())) == 1  # one folder per workspace
     second = index_of(repo, store)
     report = second.build()
     assert (report.reused, report.read, report.files) == (16, 0, 16)
@@ -339,41 +343,59 @@ def test_a_second_build_of_the_same_index_reads_nothing(repo: Path) -> None:
     assert (report.reused, report.read) == (16, 0)
 
 
+def _truncate_segments(folder: Path) -> None:
+    for path in folder.iterdir():
+        if path.suffix in (".idx", ".store", ".term"):
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
 @pytest.mark.parametrize(
     "damage",
     [
-        lambda text: text[: len(text) // 2],
-        lambda text: "not json",
-        lambda text: json.dumps({**json.loads(text), "version": 0}),
-        lambda text: json.dumps({**json.loads(text), "vocab": [1, 2]}),
-        lambda text: text.replace('"tokens":"', '"tokens":"AAAA', 1),
-        lambda text: json.dumps(
-            {
-                **json.loads(text),
-                "files": {
-                    k: {**v, "tokens": [10**9, 5]} for k, v in json.loads(text)["files"].items()
-                },
-            }
-        ),
-        lambda text: json.dumps(
-            {
-                **json.loads(text),
-                "files": {k: {**v, "definitions": 7} for k, v in json.loads(text)["files"].items()},
-            }
-        ),
-        lambda text: json.dumps([1, 2, 3]),
+        lambda folder: (folder / "meta.json").write_text("not json"),
+        lambda folder: (folder / "meta.json").write_text((folder / "meta.json").read_text()[:40]),
+        lambda folder: (folder / "meta.json").unlink(),
+        _truncate_segments,
     ],
 )
 def test_a_damaged_store_is_rebuilt(repo: Path, tmp_path: Path, damage) -> None:
     store = tmp_path / "store"
     index_of(repo, store).build()
-    (path,) = store.glob("*.json")
-    path.write_text(damage(path.read_text()))
+    (folder,) = store.iterdir()
+    damage(folder)
     index = index_of(repo, store)
     report = index.build()
     assert report.files == 16 and report.read + report.reused == 16
     assert [s.path for s in index.search(QUERY, budget_chars=4000, top=1)] == ["billing/invoice.py"]
     assert index_of(repo, store).build().reused == 16  # stored again, whole
+
+
+def test_a_killed_build_leaves_an_index_that_opens(repo: Path, tmp_path: Path) -> None:
+    """kill -9 in the middle of indexing: the next start opens what was committed and reads
+    only the rest."""
+    for i in range(400):  # enough files that the build is still running when it is killed
+        body = f"    value_{i} += 1\n" * 40
+        write(repo / "many" / f"m{i:03}.py", f"def fn_{i}(value_{i}):\n{body}")
+    store = tmp_path / "store"
+    script = (
+        "import sys, os, signal\n"
+        "from pathlib import Path\n"
+        "from lsp_server.index import WorkspaceIndex\n"
+        "index = WorkspaceIndex(Path(sys.argv[1]), Path(sys.argv[2]))\n"
+        "def step(done, total):\n"
+        "    if done == 200:\n"
+        "        index.search('compute_invoice_total subtotal', budget_chars=99)  # commits\n"
+        "    if done == 300:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "index.build(step)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(repo), str(store)], cwd=ROOT)
+    assert done.returncode == -signal.SIGKILL
+    index = index_of(repo, store)
+    report = index.build()
+    assert report.files == 416 and report.reused >= 200 and report.read <= 216
+    assert [s.path for s in index.search(QUERY, budget_chars=4000, top=1)] == ["billing/invoice.py"]
+    assert index.definitions(["fn_399"])[0].path == "many/m399.py"
 
 
 def test_update_and_remove(repo: Path) -> None:
@@ -479,7 +501,8 @@ def test_cancel_stops_between_files(repo: Path, tmp_path: Path) -> None:
 
     report = index.build(progress, cancel)
     assert report.files == 3 == index.file_count
-    assert not list(store.glob("*.json"))  # a cancelled build stores nothing
+    # What a cancelled build indexed is kept: the next one reads only the rest.
+    assert index_of(repo, store).build().read == 13
 
 
 def test_relative(repo: Path) -> None:

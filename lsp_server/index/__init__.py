@@ -1,6 +1,6 @@
-"""The workspace index: which files (files), their windows' BM25 postings (postings), what is
-kept per file (records), the stored copy (store), the index itself (workspace: search and
-definitions) and the background worker that builds and updates it (worker)."""
+"""The workspace index: which files (files), their windows in an embedded search engine on disk
+(store: tantivy, BM25), the index itself (workspace: search and definitions) and the background
+worker that builds and updates it (worker)."""
 
 from lsp_server.index.files import IndexLimits
 from lsp_server.index.worker import Indexer

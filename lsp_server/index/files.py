@@ -1,22 +1,16 @@
-"""Which files of the workspace are indexed, and what is read from each: its identifiers as term
-ids with per-line counts (enough to rebuild its windows), and its lines when a search picks it."""
+"""Which files of the workspace are indexed, and what is read from each: its text when it is
+indexed, its lines when a search picks one of its windows."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from inference.tuning import BINARY_PROBE_BYTES
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.languages import SOURCE_EXTENSIONS
-
-IDENT_OR_NEWLINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}|\n")
-NEWLINE = 0  # the vocabulary's term 0 is "\n": a file's stream marks its line ends with it
 
 Found = tuple[str, Path, int, int]  # (relative path, path, mtime_ns, size)
 
@@ -30,17 +24,6 @@ class IndexLimits:
 
 
 DEFAULT_LIMITS = IndexLimits()
-
-
-@dataclass(frozen=True, eq=False)
-class Tokenized:
-    """A file's identifiers: term ids local to it (`words`), how many each line holds, and its
-    text (for its definitions)."""
-
-    words: list[str]
-    tokens: np.ndarray  # int32
-    line_counts: np.ndarray  # uint32
-    text: str
 
 
 def walk(root: Path, limits: IndexLimits, exclusions: Exclusions) -> tuple[list[Found], int, bool]:
@@ -103,21 +86,15 @@ def indexable(
     )
 
 
-def tokenize(path: Path, limits: IndexLimits) -> Tokenized | None:
-    """None: unreadable, too big or binary."""
+def read_text(path: Path, limits: IndexLimits) -> str | None:
+    """A source file's text; None: unreadable, too big or binary."""
     try:
         data = path.read_bytes()
     except OSError:
         return None
     if len(data) > limits.max_file_bytes or b"\0" in data[:BINARY_PROBE_BYTES]:
         return None
-    text = data.decode("utf-8", "replace")
-    words: dict[str, int] = {"\n": NEWLINE}
-    stream = np.fromiter(
-        (words.setdefault(w, len(words)) for w in IDENT_OR_NEWLINE.findall(text)), np.int32
-    )
-    tokens, line_counts = split_lines(stream)
-    return Tokenized(list(words), tokens, line_counts, text)
+    return data.decode("utf-8", "replace")
 
 
 def file_lines(root: Path, rel: str, exclusions: Exclusions) -> list[str] | None:
@@ -131,15 +108,6 @@ def file_lines(root: Path, rel: str, exclusions: Exclusions) -> list[str] | None
         return path.read_bytes().decode("utf-8", "replace").split("\n")
     except OSError:
         return None
-
-
-def split_lines(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A stream of term ids with NEWLINE between lines -> (the term ids, how many per line)."""
-    newline = stream == NEWLINE
-    line = np.cumsum(newline)
-    tokens = stream[~newline]
-    counts = np.bincount(line[~newline], minlength=int(newline.sum()) + 1)
-    return tokens.astype(np.int32), counts.astype(np.uint32)
 
 
 def strip_blank_lines(lines: list[str]) -> str:

@@ -1,165 +1,200 @@
-"""The stored index: every file's term ids and line counts (and definitions) in one JSON file
-under `store_dir`, written atomically, so that a restart re-reads only the files that changed."""
+"""The index on disk: tantivy (an embedded search engine, BM25) holds one document per window of
+~20 lines (its identifiers) and one per file (mtime, size, definitions). Writes land at once and
+each commit is atomic: a restart re-reads only the files that changed, and a server killed in
+the middle of a write leaves the last commit, which opens.
+"""
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
-import os
+import math
+import shutil
 import sys
-import tempfile
-import zlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import numpy as np
+import tantivy
 
+from inference.tuning import INDEX_CANDIDATE_WINDOWS, INDEX_MIN_BM25
 from lsp_server.definitions import Definition
 from lsp_server.index.files import IndexLimits
-from lsp_server.index.postings import windows_of
-from lsp_server.index.records import FileRecord, Parsed
+from lsp_server.languages import IDENT
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the folder's name carries it: another schema is another folder
+WRITER_HEAP_BYTES = 32 << 20
+WRITER_WAIT_S = 30.0  # for another server's writer (its build) before giving up a write
+FILE, WINDOW = "file", "window"
 
 
-@dataclass(frozen=True, eq=False)
-class Store:
-    """The stored index: every file's term ids (of `vocab`) and line counts in two arrays, each
-    file's entry saying where its own lie."""
+@dataclass(frozen=True)
+class FileMeta:
+    """What the index keeps of a file besides its windows."""
 
-    vocab: list[str]
-    files: dict[str, Any]
-    tokens: np.ndarray  # int32
-    lines: np.ndarray  # uint32
+    rel: str
+    mtime_ns: int
+    size: int
+    definitions: tuple[Definition, ...]
 
 
-def load_store(store_path: Path | None, root: Path) -> Store | None:
-    """The stored index, or None when there is none or it is unreadable, of another format or
-    another root (then it is rebuilt)."""
-    if store_path is None:
-        return None
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("kind", tokenizer_name="raw")
+    builder.add_text_field("rel", stored=True, tokenizer_name="raw")
+    builder.add_unsigned_field("start", stored=True)
+    # Identifiers as they are written (no lowercasing, no splitting at "_"), counted for BM25.
+    builder.add_text_field("terms", tokenizer_name="whitespace", index_option="freq")
+    builder.add_bytes_field("meta", stored=True)
+    return builder.build()
+
+
+def window_terms(text: str, limits: IndexLimits) -> list[tuple[int, str]]:
+    """Windows of `window_lines` lines every `window_step` lines, the last reaching the end:
+    (first line, its identifiers)."""
+    lines = text.split("\n")
+    size, step = limits.window_lines, limits.window_step
+    count = 1 + math.ceil(max(len(lines) - size, 0) / step)
+    return [
+        (w * step, " ".join(IDENT.findall("\n".join(lines[w * step : w * step + size]))))
+        for w in range(count)
+    ]
+
+
+class WindowStore:
+    """Thread-safe: the index thread writes, request threads search. The writer (tantivy allows
+    one per folder, across processes: two editors may share a workspace) is held from the first
+    write to the next commit only."""
+
+    def __init__(self, folder: Path | None, limits: IndexLimits) -> None:
+        self._limits = limits
+        self._schema = _schema()
+        self._lock = threading.Lock()
+        self._index = self._open(folder)
+        self._writer: tantivy.IndexWriter | None = None
+
+    def _open(self, folder: Path | None) -> tantivy.Index:
+        """The stored index (a damaged one is started again); in memory without a folder."""
+        if folder is not None:
+            for attempt in range(2):
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    index = tantivy.Index(self._schema, path=str(folder), reuse=True)
+                    index.searcher()  # reads the last commit: a damaged one fails here
+                    return index
+                except (OSError, ValueError) as exc:
+                    if attempt:
+                        log.warning("cannot store the index in %s (%s): in memory", folder, exc)
+                        break
+                    log.warning("the stored index in %s is damaged (%s): rebuilt", folder, exc)
+                    shutil.rmtree(folder, ignore_errors=True)
+        return tantivy.Index(self._schema)
+
+    def _writing(self) -> tantivy.IndexWriter:
+        """The writer, waiting while another process holds it (lock held; index thread)."""
+        waited = 0.0
+        while self._writer is None:
+            try:
+                self._writer = self._index.writer(WRITER_HEAP_BYTES, 1)
+            except ValueError:
+                if waited >= WRITER_WAIT_S:
+                    raise
+                time.sleep(0.05)
+                waited += 0.05
+        return self._writer
+
+    def stored_files(self) -> dict[str, FileMeta]:
+        """Every file of the last commit."""
+        searcher = self._index.searcher()
+        query = tantivy.Query.term_query(self._schema, "kind", FILE)
+        found = {}
+        total = searcher.num_docs
+        for _, address in searcher.search(query, limit=max(total, 1), count=False).hits:
+            meta = _meta(searcher.doc(address))
+            if meta is not None:
+                found[meta.rel] = meta
+        return found
+
+    def put(self, meta: FileMeta, text: str) -> None:
+        """(Re)index a file: its windows and what is kept of it."""
+        stored = json.dumps(
+            [meta.rel, meta.mtime_ns, meta.size, [_definition(d) for d in meta.definitions]]
+        ).encode("utf-8")
+        documents = [tantivy.Document(kind=FILE, rel=meta.rel, meta=stored)]
+        for start, terms in window_terms(text, self._limits):
+            documents.append(tantivy.Document(kind=WINDOW, rel=meta.rel, start=start, terms=terms))
+        with self._lock:
+            writer = self._writing()
+            writer.delete_documents_by_term("rel", meta.rel)
+            for document in documents:
+                writer.add_document(document)
+
+    def delete(self, rel: str) -> None:
+        with self._lock:
+            self._writing().delete_documents_by_term("rel", rel)
+
+    def commit(self) -> None:
+        """Make what was written searchable, and durable."""
+        with self._lock:
+            if self._writer is None:
+                return
+            self._writer.commit()
+            self._writer = None  # released: another server may write now
+        self._index.reload()
+
+    def candidates(self, counts: Counter[str], skip: Iterable[str]) -> list[tuple[str, int]]:
+        """The best-scoring windows as (relative path, first line), best first: BM25 over
+        identifiers, each query term weighed by how often the query holds it."""
+        self.commit()  # files indexed so far are searched, also during a build
+        searcher = self._index.searcher()
+        total = searcher.num_docs
+        should = []
+        for word, count in counts.items():
+            frequency = searcher.doc_freq("terms", word)
+            # A term in more than half the windows tells them apart no better than noise.
+            if frequency == 0 or frequency > total / 2:
+                continue
+            term = tantivy.Query.term_query(self._schema, "terms", word, index_option="freq")
+            should.append(
+                (tantivy.Occur.Should, tantivy.Query.boost_query(term, 1 + math.log(count)))
+            )
+        if not should:
+            return []
+        clauses = list(should)  # (a file's own document has no terms: it never matches)
+        for rel in skip:
+            term = tantivy.Query.term_query(self._schema, "rel", rel)
+            clauses.append((tantivy.Occur.MustNot, term))
+        query = tantivy.Query.boolean_query(clauses)
+        out = []
+        for score, address in searcher.search(query, INDEX_CANDIDATE_WINDOWS, count=False).hits:
+            if score < INDEX_MIN_BM25:
+                break
+            document = searcher.doc(address)
+            out.append((document["rel"][0], int(document["start"][0])))
+        return out
+
+
+def _definition(d: Definition) -> list[object]:
+    return [d.name, d.kind, d.line, d.signature, d.doc]
+
+
+def _meta(document: tantivy.Document) -> FileMeta | None:
+    """A file's stored entry, or None when it is damaged."""
     try:
-        data = json.loads(store_path.read_bytes())
-        if (
-            not isinstance(data, dict)
-            or data.get("version") != FORMAT_VERSION
-            or data.get("root") != str(root)
-            or not isinstance(data.get("files"), dict)
-            or not isinstance(data.get("vocab"), list)
-            or not all(isinstance(w, str) for w in data["vocab"])
-            or data["vocab"][:1] != ["\n"]
-        ):
-            return None
-        tokens = _unpack(data["tokens"], "<i4")
-        lines = _unpack(data["lines"], "<u4")
-        if len(tokens) and (tokens.min() < 0 or tokens.max() >= len(data["vocab"])):
-            return None
-    except (OSError, KeyError, TypeError, ValueError, zlib.error):
-        return None
-    return Store(data["vocab"], data["files"], tokens, lines)
-
-
-def write_store(store_path: Path, root: Path, records: list[FileRecord], vocab: list[str]) -> bool:
-    """Write the index (atomically: the folder may be shared); False when it could not be."""
-    # Two arrays for all files rather than one string per file: loading makes two big
-    # allocations instead of thousands that fragment the heap.
-    files: dict[str, Any] = {}
-    tokens_at = lines_at = 0
-    for r in records:
-        files[r.rel] = _entry(r, tokens_at, lines_at)
-        tokens_at += len(r.tokens)
-        lines_at += len(r.line_counts)
-    payload = {
-        "version": FORMAT_VERSION,
-        "root": str(root),
-        "vocab": vocab,
-        "tokens": _pack([r.tokens for r in records], "<i4"),
-        "lines": _pack([r.line_counts for r in records], "<u4"),
-        "files": files,
-    }
-    folder = store_path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=store_path.stem, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                # dumps, not dump: dump encodes in Python, several times slower.
-                out.write(json.dumps(payload, separators=(",", ":")))
-            os.replace(tmp, store_path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        log.warning("could not store the index of %s", root, exc_info=True)
-        return False
-    return True
-
-
-# -- stored entries -------------------------------------------------------------------------
-
-
-def _pack(arrays: list[np.ndarray], dtype: str) -> str:
-    data = np.concatenate(arrays).astype(dtype) if arrays else np.zeros(0, dtype)
-    return base64.b64encode(zlib.compress(data.tobytes(), 1)).decode("ascii")
-
-
-def _unpack(text: str, dtype: str) -> np.ndarray:
-    return np.frombuffer(zlib.decompress(base64.b64decode(text, validate=True)), dtype)
-
-
-def _entry(record: FileRecord, tokens_at: int, lines_at: int) -> dict[str, Any]:
-    return {
-        "mtime_ns": record.mtime_ns,
-        "size": record.size,
-        "tokens": [tokens_at, len(record.tokens)],
-        "lines": [lines_at, len(record.line_counts)],
-        "definitions": [[d.name, d.kind, d.line, d.signature, d.doc] for d in record.definitions],
-    }
-
-
-def _stored_slice(array: np.ndarray, where: Any) -> np.ndarray:
-    start, count = where
-    if not (isinstance(start, int) and isinstance(count, int)):
-        raise TypeError(where)
-    if start < 0 or count < 0 or start + count > len(array):
-        raise ValueError(where)
-    return array[start : start + count]
-
-
-def entry_matches(entry: Any, mtime_ns: int, size: int) -> bool:
-    return (
-        isinstance(entry, dict) and entry.get("mtime_ns") == mtime_ns and entry.get("size") == size
-    )
-
-
-def from_store(
-    rel: str, entry: dict[str, Any], store: Store, remap: np.ndarray, limits: IndexLimits
-) -> Parsed | None:
-    """A stored file as if just read (term ids already the index's), or None if the entry is
-    damaged."""
-    try:
-        tokens = _stored_slice(store.tokens, entry["tokens"])
-        line_counts = _stored_slice(store.lines, entry["lines"])
-        if int(line_counts.sum()) != len(tokens) or not len(line_counts):
-            return None
-        tokens = remap[tokens]
-        definitions = tuple(
-            Definition(str(name), sys.intern(str(kind)), rel, int(line), str(signature), str(doc))
-            for name, kind, line, signature, doc in entry["definitions"]
+        rel, mtime_ns, size, definitions = json.loads(bytes(document["meta"][0]))
+        return FileMeta(
+            str(rel),
+            int(mtime_ns),
+            int(size),
+            tuple(
+                Definition(str(n), sys.intern(str(k)), str(rel), int(line), str(sig), str(doc))
+                for n, k, line, sig, doc in definitions
+            ),
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, IndexError, TypeError, ValueError):
         return None
-    return Parsed(
-        rel,
-        entry["mtime_ns"],
-        entry["size"],
-        None,
-        tokens,
-        line_counts.astype(np.uint32),
-        windows_of(tokens, line_counts, limits),
-        definitions,
-    )

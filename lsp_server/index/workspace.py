@@ -1,10 +1,10 @@
 """An index of the workspace's source files for the prompt: BM25 over ~20-line windows (code that
 resembles the code being written) and the definitions of named functions and types.
 
-Built on a background thread, searched from request threads while it grows. Each file keeps its
-identifier stream (term ids with per-line counts): enough to rebuild its windows, so the stored
-index (lsp_server.index.store) lets a restart re-read only the files that changed. Windows' text
-is not kept: the few picked ones are read from disk when a search returns them.
+Built on a background thread, searched from request threads while it grows. The windows live in
+an embedded search engine (lsp_server.index.store, tantivy) on disk, written as files are read,
+so a restart re-reads only the files that changed. Windows' text is not kept: the few picked
+ones are read from disk when a search returns them.
 """
 
 from __future__ import annotations
@@ -26,13 +26,11 @@ from lsp_server.index.files import (
     IndexLimits,
     file_lines,
     indexable,
+    read_text,
     strip_blank_lines,
-    tokenize,
     walk,
 )
-from lsp_server.index.postings import Postings, Windows, windows_of
-from lsp_server.index.records import FileRecord, Parsed, unchanged
-from lsp_server.index.store import Store, entry_matches, from_store, load_store, write_store
+from lsp_server.index.store import FORMAT_VERSION, FileMeta, WindowStore
 from lsp_server.languages import IDENT, INDEXED_EXTENSIONS
 from lsp_server.snippet import Snippet
 
@@ -62,21 +60,20 @@ class WorkspaceIndex:
         self.limits = limits
         self.exclusions = exclusions if exclusions is not None else Exclusions(self.root)
         digest = hashlib.sha1(str(self.root).encode("utf-8")).hexdigest()
-        self.store_path = store_dir / f"{digest}.json" if store_dir is not None else None
+        folder = f"{digest}.v{FORMAT_VERSION}"
+        self.store_path = store_dir / folder if store_dir is not None else None
+        self._store = WindowStore(self.store_path, limits)
         self._lock = threading.Lock()
-        self._postings = Postings(limits)
-        self._records: list[FileRecord | None] = []
-        self._slot_of: dict[str, int] = {}
+        self._files: dict[str, FileMeta] = {}
         self._by_name: dict[str, list[Definition]] = {}
         self._version = 0
-        self._dirty = False  # differs from the stored index
 
     # -- what callers ask -------------------------------------------------------------------
 
     @property
     def file_count(self) -> int:
         with self._lock:
-            return len(self._slot_of)
+            return len(self._files)
 
     @property
     def version(self) -> int:
@@ -98,16 +95,13 @@ class WorkspaceIndex:
         counts = Counter(IDENT.findall(query))
         if len(counts) < INDEX_MIN_MATCHED_TERMS:
             return []
-        with self._lock:
-            skipped = [s for rel in skip if (s := self._slot_of.get(rel)) is not None]
-            found = self._postings.candidates(counts, skipped)
-            candidates = [(r.rel, start) for slot, start in found if (r := self._records[slot])]
+        candidates = self._store.candidates(counts, skip)
         picked: list[Snippet] = []
         taken: list[tuple[str, int]] = []
         lines_of: dict[str, list[str] | None] = {}
         used = 0
+        window = self.limits.window_lines
         for rel, start in candidates:
-            window = self.limits.window_lines
             if any(r == rel and abs(s - start) < window for r, s in taken):
                 continue
             if rel not in lines_of:
@@ -116,6 +110,9 @@ class WorkspaceIndex:
             if lines is None:
                 continue
             text = strip_blank_lines(lines[start : start + window])
+            # Two distinct query terms at least: one shared name is chance.
+            if len(counts.keys() & set(IDENT.findall(text))) < INDEX_MIN_MATCHED_TERMS:
+                continue
             if not text or used + len(text) > budget_chars or any(p.text == text for p in picked):
                 continue
             picked.append(Snippet(rel, text))
@@ -151,14 +148,12 @@ class WorkspaceIndex:
         progress: Callable[[int, int], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> IndexReport:
-        """Index the tree: files unchanged since the last build (or the stored index) are not
-        read again; files gone since are dropped. `cancel` stops it between files (what is
-        indexed so far stays searchable; nothing is stored)."""
+        """Index the tree: files unchanged since the last build (or in the stored index) are
+        not read again; files gone since are dropped. `cancel` stops it between files (what is
+        indexed so far stays searchable, and stored)."""
         began = time.perf_counter()
         files, skipped, truncated = walk(self.root, self.limits, self.exclusions)
-        store: Store | None = None
-        store_loaded = False
-        remap = None
+        stored: dict[str, FileMeta] | None = None
         reused = read = 0
         seen: set[str] = set()
         for done, (rel, path, mtime_ns, size) in enumerate(files, 1):
@@ -166,49 +161,30 @@ class WorkspaceIndex:
                 break
             seen.add(rel)
             with self._lock:
-                slot = self._slot_of.get(rel)
-                current = self._records[slot] if slot is not None else None
-            if unchanged(current, mtime_ns, size):
+                current = self._files.get(rel)
+            if _unchanged(current, mtime_ns, size):
                 reused += 1
             else:
-                if not store_loaded:
-                    store, store_loaded = load_store(self.store_path, self.root), True
-                parsed = None
-                entry = store.files.get(rel) if store is not None else None
-                if store is not None and entry_matches(entry, mtime_ns, size):
-                    if remap is None:
-                        with self._lock:
-                            remap = self._postings.remap(store.vocab)
-                    parsed = from_store(rel, entry, store, remap, self.limits)
-                if parsed is not None:
+                if stored is None:
+                    stored = self._store.stored_files()
+                kept = stored.get(rel)
+                if _unchanged(kept, mtime_ns, size):
+                    assert kept is not None
+                    self._adopt(kept)  # its windows are in the store already
                     reused += 1
+                elif self._index_file(rel, path, mtime_ns, size):
+                    read += 1
                 else:
-                    parsed = self._read(rel, path, mtime_ns, size)
-                    if parsed is None:
-                        skipped += 1
-                        self._remove(rel)
-                    else:
-                        read += 1
-                        self._dirty = True
-                if parsed is not None:
-                    self._add(parsed)
+                    skipped += 1
+                    self._remove(rel)
             if progress is not None:
                 progress(done, len(files))
-        cancelled = cancel is not None and cancel.is_set()
-        if not cancelled:
+        if cancel is None or not cancel.is_set():
             with self._lock:
-                gone = [rel for rel in self._slot_of if rel not in seen]
-            for rel in gone:
+                gone = [rel for rel in self._files if rel not in seen]
+            for rel in [*gone, *(r for r in stored or () if r not in seen)]:
                 self._remove(rel)
-            with self._lock:
-                indexed = set(self._slot_of)
-            # (Not loaded: every file was indexed here already, and `_dirty` knows the rest.)
-            if store_loaded and (store is None or set(store.files) != indexed):
-                self._dirty = True
-        with self._lock:
-            self._postings.settle()
-        if not cancelled and self._dirty:
-            self.save()
+        self._store.commit()
         return IndexReport(
             files=self.file_count,
             reused=reused,
@@ -219,8 +195,12 @@ class WorkspaceIndex:
         )
 
     def update(self, path: Path) -> None:
-        """(Re)index one file after it changed; drop it if it is gone, excluded, ignored, too
-        big or binary."""
+        """(Re)index one file after it changed, or drop it if it is gone, excluded, ignored, too
+        big or binary; stored at once."""
+        self._update(path)
+        self._store.commit()
+
+    def _update(self, path: Path) -> None:
         rel = self.relative(path)
         if rel is None:
             return
@@ -228,114 +208,75 @@ class WorkspaceIndex:
         try:
             stat = full.stat()
         except OSError:
-            self.remove(full)  # (a deleted folder: the files in it)
+            self._remove_below(rel)  # (a deleted folder: the files in it)
             return
         if not indexable(full, rel, stat, self.limits, self.exclusions):
             self._remove(rel)
             return
         with self._lock:
-            slot = self._slot_of.get(rel)
-            current = self._records[slot] if slot is not None else None
-            if current is None and len(self._slot_of) >= self.limits.max_files:
+            current = self._files.get(rel)
+            if current is None and len(self._files) >= self.limits.max_files:
                 return
-        if unchanged(current, stat.st_mtime_ns, stat.st_size):
+        if _unchanged(current, stat.st_mtime_ns, stat.st_size):
             return
-        parsed = self._read(rel, full, stat.st_mtime_ns, stat.st_size)
-        if parsed is None:
+        if not self._index_file(rel, full, stat.st_mtime_ns, stat.st_size):
             self._remove(rel)
-        else:
-            self._add(parsed)
-            self._dirty = True
 
     def remove(self, path: Path) -> None:
         """Drop a file, or every file in a folder."""
         rel = self.relative(path)
-        if rel is None:
-            return
-        with self._lock:
-            below = [r for r in self._slot_of if r.startswith(rel + "/")]
-        for r in [rel, *below]:
-            self._remove(r)
-
-    def save(self) -> None:
-        """Write the index under `store_dir`."""
-        if self.store_path is None:
-            return
-        with self._lock:
-            records = [r for r in self._records if r is not None]
-            vocab = list(self._postings.vocab)  # insertion order is id order
-        if write_store(self.store_path, self.root, records, vocab):
-            self._dirty = False
+        if rel is not None:
+            self._remove_below(rel)
+            self._store.commit()
 
     # -- files in and out -------------------------------------------------------------------
 
-    def _read(self, rel: str, path: Path, mtime_ns: int, size: int) -> Parsed | None:
-        found = tokenize(path, self.limits)
-        if found is None:
-            return None
+    def _index_file(self, rel: str, path: Path, mtime_ns: int, size: int) -> bool:
+        """Read a file into the store; False when it cannot be (unreadable, too big, binary)."""
+        text = read_text(path, self.limits)
+        if text is None:
+            return False
         language = INDEXED_EXTENSIONS.get(os.path.splitext(rel)[1].lower())
-        return Parsed(
-            rel,
-            mtime_ns,
-            size,
-            found.words,
-            found.tokens,
-            found.line_counts,
-            windows_of(found.tokens, found.line_counts, self.limits),
-            extract_definitions(language, found.text, rel) if language else (),
-        )
+        definitions = extract_definitions(language, text, rel) if language else ()
+        meta = FileMeta(rel, mtime_ns, size, definitions)
+        self._store.put(meta, text)
+        self._adopt(meta)
+        return True
 
-    def _add(self, parsed: Parsed) -> None:
-        """Make a file searchable: its terms join the vocabulary, its windows the postings."""
-        windows, tokens = parsed.windows, parsed.tokens
-        if parsed.words is not None:
-            with self._lock:
-                to_global = self._postings.remap(parsed.words)
-            windows = Windows(windows.window, to_global[windows.term], windows.tf, windows.lengths)
-            tokens = to_global[tokens]
-        record = FileRecord(
-            parsed.rel,
-            parsed.mtime_ns,
-            parsed.size,
-            tokens,
-            parsed.line_counts,
-            parsed.definitions,
-        )
+    def _adopt(self, meta: FileMeta) -> None:
+        """`meta`'s file joins (or replaces itself in) what is searched for definitions."""
         with self._lock:
-            self._drop(parsed.rel)
-            slot = self._slot_of.get(parsed.rel)
-            if slot is None:
-                slot = len(self._records)
-                self._records.append(record)
-            else:
-                self._records[slot] = record
-            self._slot_of[parsed.rel] = slot
-            for definition in record.definitions:
+            self._forget(meta.rel)
+            self._files[meta.rel] = meta
+            for definition in meta.definitions:
                 self._by_name.setdefault(definition.name, []).append(definition)
             self._version += 1
-            self._postings.add(slot, windows)
+
+    def _remove_below(self, rel: str) -> None:
+        with self._lock:
+            below = [r for r in self._files if r.startswith(rel + "/")]
+        for r in [rel, *below]:
+            self._remove(r)
 
     def _remove(self, rel: str) -> None:
+        self._store.delete(rel)
         with self._lock:
-            slot = self._slot_of.pop(rel, None)
-            if slot is None:
-                return
-            self._drop(rel, slot)
-            self._records[slot] = None
-            self._dirty = True
-            self._postings.compact()
+            if self._forget(rel):
+                self._version += 1
 
-    def _drop(self, rel: str, slot: int | None = None) -> None:
-        """Take a file's windows and definitions out of what searches see (lock held)."""
-        slot = self._slot_of.get(rel) if slot is None else slot
-        if slot is None or not self._postings.drop(slot):
-            return
-        record = self._records[slot]
-        if record is not None:
-            for definition in record.definitions:
-                same = self._by_name.get(definition.name, [])
-                if definition in same:
-                    same.remove(definition)
-                if not same:
-                    self._by_name.pop(definition.name, None)
-        self._version += 1
+    def _forget(self, rel: str) -> bool:
+        """Take a file's definitions out of what is searched (lock held)."""
+        meta = self._files.pop(rel, None)
+        if meta is None:
+            return False
+        for definition in meta.definitions:
+            same = self._by_name.get(definition.name, [])
+            if definition in same:
+                same.remove(definition)
+            if not same:
+                self._by_name.pop(definition.name, None)
+        return True
+
+
+def _unchanged(meta: FileMeta | None, mtime_ns: int, size: int) -> bool:
+    return meta is not None and (meta.mtime_ns, meta.size) == (mtime_ns, size)
