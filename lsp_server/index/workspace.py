@@ -62,6 +62,8 @@ class WorkspaceIndex:
         digest = hashlib.sha1(str(self.root).encode("utf-8")).hexdigest()
         folder = f"{digest}.v{FORMAT_VERSION}"
         self.store_path = store_dir / folder if store_dir is not None else None
+        if store_dir is not None:  # the JSON store of versions before tantivy: never read again
+            (store_dir / f"{digest}.json").unlink(missing_ok=True)
         self._store = WindowStore(self.store_path, limits)
         self._lock = threading.Lock()
         self._files: dict[str, FileMeta] = {}
