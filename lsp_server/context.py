@@ -122,16 +122,17 @@ class AboveWindow:
         return found
 
 
-def _in_string_or_comment(root: Node, cursor: int, line_prefix: str) -> bool:
+def cursor_place(root: Node, cursor: int, line_prefix: str) -> str | None:
+    """Whether the cursor (a byte offset) is in a "comment" or a "string", or None."""
     node = root.descendant_for_byte_range(max(cursor - 1, 0), max(cursor - 1, 0))
     while node is not None:
         if any(kind in node.type for kind in STRINGLIKE):
-            return True
+            return "comment" if "comment" in node.type else "string"
         node = node.parent
     # A string still being typed has no end yet; tree-sitter recovers it as an ERROR node, so
     # fall back to quote parity on the line.
     line = line_prefix.replace("\\\\", "").replace('\\"', "").replace("\\'", "")
-    return line.count('"') % 2 == 1 or line.count("'") % 2 == 1
+    return "string" if line.count('"') % 2 == 1 or line.count("'") % 2 == 1 else None
 
 
 def build_context(
@@ -195,7 +196,9 @@ def build_context(
         # One enormous line (minified code, data): the budget counts whole lines, so cut inside it.
         window = window[-budget * MAX_CHARS_PER_TOKEN :]
     line_prefix = lines[-1]
-    in_string = tree is not None and _in_string_or_comment(tree.root_node, cursor_byte, line_prefix)
+    in_string = (
+        tree is not None and cursor_place(tree.root_node, cursor_byte, line_prefix) is not None
+    )
     if repo_level:
         body, after = plain_text(outside + window, fim), plain_text(suffix, fim)
         prompt = f"{fixed}{fim.prefix}{body}{fim.suffix}{after}{fim.middle}"

@@ -156,6 +156,9 @@ class InlinePolicy:
         if ask.inserted is not None:
             snap = with_insertion(snap, *ask.inserted)
         reason = self._planner.unservable(snap)
+        if reason is None and not ask.invoked:
+            quiet = self._planner.quiet_place(snap, ask.line, ask.character)
+            reason = f"quiet_{quiet}" if quiet else None
         if reason is None:
             return snap
         self._telemetry.counts[reason] += 1

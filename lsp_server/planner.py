@@ -10,10 +10,11 @@ from inference.tuning import TREE_MAX_CHARS
 from lsp_server.answers import View
 from lsp_server.completion import Completion, complete_at, run_completion
 from lsp_server.completion_plan import CompletionPlan, Cursor, Request, plan_at
-from lsp_server.context import AboveWindow
+from lsp_server.context import AboveWindow, cursor_place
 from lsp_server.documents import Snapshot, around_cursor
 from lsp_server.index import Indexer
 from lsp_server.parts import Parts
+from lsp_server.positions import offset_at
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
 
 LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
@@ -40,6 +41,17 @@ class Planner:
         if "\x00" in snap.text:
             return "refused_binary"
         return None
+
+    def quiet_place(self, snap: Snapshot, line: int, character: int) -> str | None:
+        """The comment or string the cursor is in, when the settings keep automatic suggestions
+        away from it there (quietIn), else None. Raises PositionError."""
+        places = self._settings().quiet_in(snap.language_id)
+        if not places or snap.tree is None:
+            return None  # (no grammar, or a document too large to keep a tree of)
+        before = snap.text[: offset_at(snap.text, line, character)]
+        line_prefix = before.rsplit("\n", 1)[-1]
+        place = cursor_place(snap.tree.root_node, len(before.encode("utf-8")), line_prefix)
+        return place if place in places else None
 
     def cursor_view(self, snap: Snapshot, line: int, character: int) -> View:
         """What planning sees: the document, or an excerpt of a large one (on the event loop)."""

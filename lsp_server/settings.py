@@ -22,6 +22,9 @@ class Settings:
     fastMode: bool = True
     enable: bool = True
     languages: dict[str, bool] = field(default_factory=dict)  # languageId -> on/off; absent: on
+    # languageId (or "*" for the others) -> where automatic suggestions stay away: "comment",
+    # "string". Explicit requests still answer there.
+    quietIn: dict[str, tuple[str, ...]] = field(default_factory=dict)
     maxTokens: int = 64
     multiline: str = "auto"
     debounceMs: int = 30
@@ -57,6 +60,10 @@ class Settings:
     def enabled_for(self, language_id: str) -> bool:
         return self.enable and self.languages.get(language_id, True)
 
+    def quiet_in(self, language_id: str) -> frozenset[str]:
+        """Where automatic suggestions stay away in this language: "comment", "string"."""
+        return frozenset(self.quietIn.get(language_id, self.quietIn.get("*", ())))
+
 
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
@@ -87,6 +94,23 @@ def _languages(value: Any) -> dict[str, bool]:
     ):
         raise ValueError('must map language ids to true/false, e.g. {"markdown": false}')
     return dict(value)
+
+
+QUIET_PLACES = ("comment", "string")
+
+
+def _quiet_in(value: Any) -> dict[str, tuple[str, ...]]:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str)
+        and isinstance(v, list)
+        and all(isinstance(p, str) and p in QUIET_PLACES for p in v)
+        for k, v in value.items()
+    ):
+        raise ValueError(
+            'must map language ids (or "*") to lists of "comment" and "string", '
+            'e.g. {"*": ["comment"], "markdown": []}'
+        )
+    return {k: tuple(dict.fromkeys(v)) for k, v in value.items()}
 
 
 def _checks(value: Any) -> tuple[int, ...]:
@@ -151,6 +175,7 @@ VALIDATORS = {
     "fastMode": _bool,
     "enable": _bool,
     "languages": _languages,
+    "quietIn": _quiet_in,
     "maxTokens": _int_in(1, 512),
     "multiline": _multiline,
     "debounceMs": _int_in(0, 2000),

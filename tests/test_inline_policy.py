@@ -252,3 +252,36 @@ async def test_an_automatic_request_chooses_its_model_once_and_encodes_its_promp
     prompt = engine.calls[-1].prompt
     assert len(choices) == 1
     assert tokenizer.encoded.count(prompt) == 1  # the pieces are counted, the whole encoded once
+
+
+QUIET_SOURCE = (
+    'def area(r):\n    # the area of a cir\n    label = "circle of radi\n    return 3.14 * r'
+)
+
+
+async def test_quiet_in_comments_and_strings_where_asked_explicit_requests_still_answer() -> None:
+    engine = FakeEngine(lambda variant, prompt: "x")
+    svc = make_service(engine, quietIn={"*": ["comment"], "python": ["comment", "string"]})
+    await ready(svc, QUIET_SOURCE)
+    in_comment, in_string, in_code = (1, 21), (2, 27), (3, 18)
+    assert await svc.complete(URI, *in_comment) is None
+    assert await svc.complete(URI, *in_string) is None
+    assert (await svc.complete(URI, *in_code)).text == "x"
+    assert (await svc.complete(URI, *in_comment, invoked=True)).text == "x"  # asked for
+    reasons = svc.stats()["emptyReasons"]
+    assert reasons == {"quiet_comment": 1, "quiet_string": 1}
+    firsts = [c for c in engine.calls if c.config.first_choice == 0]
+    assert len(firsts) == 2  # the model was never asked where it stays quiet
+
+
+async def test_quiet_in_is_per_language_with_a_default() -> None:
+    engine = FakeEngine(lambda variant, prompt: "x")
+    svc = make_service(engine, quietIn={"*": ["comment", "string"], "python": []})
+    await ready(svc, QUIET_SOURCE)
+    assert (await svc.complete(URI, 1, 21)).text == "x"  # python: everywhere
+    svc.apply_settings({"quietIn": {"python": ["string"]}})
+    assert (await svc.complete(URI, 1, 21)).text == "x"
+    assert await svc.complete(URI, 2, 27) is None
+    svc.apply_settings({"quietIn": {"python": ["strings"]}})  # a typo is refused, the rest kept
+    assert any("quietIn" in m for m in svc.told)
+    assert await svc.complete(URI, 2, 27) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,7 @@ RETURN_TEXT = (
 INIT_TEXT = "class Point:\n    def __init__(self, x, y):"
 
 
-def _editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: Path):
+def _editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: Path, **more: object):
     editors = headless_nvim(tmp_path, monkeypatch)
     editor = next(editors)
     editor.exec_lua(RECORD_STATES)
@@ -117,6 +118,7 @@ def _editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: Path):
         "standardModelPath": str(model / "standard"),
         "debounceMs": 0,
         "preloadStandard": True,
+        **more,
     }
     editor.exec_lua(
         SETUP, str(PLUGIN), sys.executable, settings, {"FASTCOMPLETE_HOME": SERVER_HOME}
@@ -134,6 +136,12 @@ def nvim(tmp_path: Path, real_model: Path, monkeypatch: pytest.MonkeyPatch):
 def tiny_nvim(tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
     """The plugin on the tiny model: focus and status need a server, not good completions."""
     yield from _editor(tmp_path, monkeypatch, tiny_model)
+
+
+@pytest.fixture
+def quiet_nvim(tmp_path: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch):
+    """The plugin's `settings` asking for no automatic suggestions in comments."""
+    yield from _editor(tmp_path, monkeypatch, tiny_model, quietIn={"*": ["comment"]})
 
 
 @pytest.fixture
@@ -386,3 +394,23 @@ def test_cycling_shows_the_other_alternatives(nvim, tmp_path: Path) -> None:
     nvim.input("<Tab>")  # accepts the one shown
     accepted = before + "\n".join(second["lines"])
     wait_for(lambda: "\n".join(nvim.current.buffer[last:]) == accepted, timeout=10)
+
+
+def test_quiet_in_comments_reaches_the_server_through_the_plugins_settings(
+    quiet_nvim, tmp_path: Path
+) -> None:
+    _open(quiet_nvim, tmp_path, "def total(values):\n    # the sum of\n    return sum(values)\n")
+
+    def quiet() -> int:
+        return quiet_nvim.exec_lua(STATS)["emptyReasons"].get("quiet_comment", 0)
+
+    quiet_nvim.input("2GA all values")  # typed at the end of the comment, in insert mode
+    wait_for(lambda: quiet() >= 1, 60)
+    time.sleep(1.0)  # the last key's request is answered too
+    held_back = quiet()
+    quiet_nvim.input("<Esc>3GA")
+    requests = quiet_nvim.exec_lua(STATS)["server"]["requests"]
+    quiet_nvim.input(" + 1")  # in code: asked of the model as usual
+    wait_for(lambda: quiet_nvim.exec_lua(STATS)["server"]["requests"] > requests, 60)
+    time.sleep(1.0)
+    assert quiet() == held_back
