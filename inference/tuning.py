@@ -54,6 +54,10 @@ MAX_ALTERNATIVE_ITEMS = 3  # items an explicit request shows
 T_WHOLE_WAIT_S = 3.0
 REMEMBERED_PER_DOCUMENT_ITEMS = 4
 REMEMBERED_DOCUMENTS = 8
+# A place, for the suggestions held back after being passed over (rejectAfterShows): the code this
+# far on each side of the anchor; the places remembered at most.
+REJECTION_PLACE_CHARS = 200
+REJECTION_PLACES = 512
 
 # -- Background prefill ------------------------------------------------------------------------
 

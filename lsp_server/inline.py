@@ -22,8 +22,9 @@ from lsp_server.parts import Parts
 from lsp_server.planner import Planner
 from lsp_server.positions import PositionError, clamp_character, offset_at, position_at
 from lsp_server.prefill import Aim
+from lsp_server.rejections import place_of
 from lsp_server.scheduler import LatestWins, Ticket
-from lsp_server.suggestions import Remembered
+from lsp_server.suggestions import Match, Remembered
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class InlinePolicy:
         self._documents = parts.documents
         self._models = parts.models
         self._memory = parts.memory
+        self._rejections = parts.rejections
         self._gate = parts.gate
         self._notices = parts.notices
         self._telemetry = parts.telemetry
@@ -78,9 +80,10 @@ class InlinePolicy:
         ask = self._resolve(uri, line, character, invoked, selected)
         settings = self._settings()
         if not invoked and settings.typeThrough and settings.enabled_for(ask.doc.language_id):
-            typed = await self._typed_through(ask)
-            if typed is not None:
-                return typed  # no debounce, no model: the rest of what the editor shows
+            found = await self._typed_through(ask)
+            if found is not None:
+                # No debounce, no model: the rest of what the editor shows.
+                return self._shown_again(ask, found)
         self._idle.prefetches.cancel(ask.doc.uri)
         ticket = self.latest.begin(ask.doc.uri)
         try:
@@ -104,7 +107,7 @@ class InlinePolicy:
             return None
         finally:
             self.latest.finish(ticket)
-        answer = self._answer(snap, ask.line, ask.character, done, ticket.cancel)
+        answer = self._answer(snap, ask, done, ticket.cancel)
         if answer is not None and plan.deferred is None and settings.prefetch:
             self._spawn(self._idle.prefetch(snap, answer))
         return answer
@@ -133,7 +136,7 @@ class InlinePolicy:
         inserted = (start, selected.text, end)
         return Ask(uri, doc, doc.version, text, line, character, invoked, aim, where, inserted)
 
-    async def _typed_through(self, ask: Ask) -> Answer | None:
+    async def _typed_through(self, ask: Ask) -> Match | None:
         """The rest of a remembered suggestion the person is typing through (or that a prefetch
         made after an accepted one), waiting for a prefetch of exactly this place if one runs."""
         found = self._remembered(ask)
@@ -215,9 +218,10 @@ class InlinePolicy:
                 return await self._models.run(self._planner.run, whole, snap, view, ticket.cancel)
 
     def _answer(
-        self, snap: Snapshot, line: int, character: int, done: Completion, cancel: threading.Event
+        self, snap: Snapshot, ask: Ask, done: Completion, cancel: threading.Event
     ) -> Answer | None:
         counts, result = self._telemetry.counts, done.result
+        line, character = ask.line, ask.character
         where = f"{snap.uri}:{line}:{character}"
         counts["quality_fallbacks"] += done.syntax_rejected
         counts["standard_retries"] += done.retried_on_standard
@@ -245,6 +249,11 @@ class InlinePolicy:
             log.info("completion %s -> %r", where, done.text)
         character = clamp_character(snap.text, line, character)
         offset = offset_at(snap.text, line, character)
+        limit = 0 if ask.invoked else self._settings().rejectAfterShows  # asked for: answered
+        if not self._rejections.offer(place_of(snap.uri, snap.text, offset), done.text, limit):
+            counts["rejected_here"] += 1  # passed over here `limit` times: held back
+            self._telemetry.no_answer("rejected_here", where)
+            return None
         shown = Remembered(snap.text[:offset], snap.text[offset:], done.text, "shown", result)
         self._memory.remember(snap.uri, shown)
         counts["alternatives"] += max(0, len(done.alternatives) - 1)
@@ -253,14 +262,22 @@ class InlinePolicy:
             counts[f"trimmed.{step}"] += 1
         return Answer(done.text, result, line, character, done.alternatives)
 
-    def _remembered(self, ask: Ask) -> Answer | None:
+    def _remembered(self, ask: Ask) -> Match | None:
         try:
             offset = offset_at(ask.text, ask.line, ask.character)
         except PositionError:
             return None  # the model path reports it
-        found = self._memory.find(ask.doc.uri, ask.text, offset)
-        if found is None:
-            return None
+        return self._memory.find(ask.doc.uri, ask.text, offset)
+
+    def _shown_again(self, ask: Ask, found: Match) -> Answer | None:
+        """A remembered suggestion's rest; None when it is the whole suggestion again at its
+        place, passed over there `rejectAfterShows` times."""
+        if not found.typed:
+            place = place_of(ask.doc.uri, ask.text, found.item.anchor)
+            if not self._rejections.offer(place, found.rest, self._settings().rejectAfterShows):
+                self._telemetry.counts["rejected_here"] += 1
+                self._telemetry.no_answer("rejected_here", ask.where)
+                return None
         self._telemetry.counts["answered"] += 1
         self._telemetry.counts["type_through" if found.typed else "prefetch_hits"] += 1
         if self._settings().debug:

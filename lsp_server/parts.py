@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from lsp_server.documents import Documents
 from lsp_server.model_lifecycle import ModelLifecycle
 from lsp_server.notices import Notices
+from lsp_server.rejections import Rejections
 from lsp_server.scheduler import Gate
 from lsp_server.settings import Settings
 from lsp_server.suggestions import SuggestionMemory
@@ -22,5 +23,6 @@ class Parts:
     notices: Notices
     telemetry: Telemetry
     memory: SuggestionMemory  # suggestions shown or prefetched, for type-through
+    rejections: Rejections  # suggestions shown again and again at one place, never taken
     gate: Gate  # completions before chat tasks
     spawn: Spawn  # background work, held by the service until it ends

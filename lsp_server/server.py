@@ -196,7 +196,7 @@ def register(server: Server) -> None:
         position, doc = raw.get("position"), raw.get("textDocument")
         position = position if isinstance(position, dict) else {}
         uri = doc.get("uri") if isinstance(doc, dict) else None
-        ls.service.telemetry.partially_accepted(
+        ls.service.partially_accepted(
             kind, length, uri, position.get("line"), position.get("character"), raw.get("text")
         )
 
@@ -289,7 +289,7 @@ def register(server: Server) -> None:
 
     @server.command(CMD_ACCEPTED)
     def accepted(ls: Server, *args: Any) -> None:
-        ls.service.telemetry.accepted(args)
+        ls.service.accepted(args)
 
 
 def workspace_root(params: types.InitializeParams) -> Path | None:

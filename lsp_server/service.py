@@ -31,6 +31,7 @@ from lsp_server.parts import Parts
 from lsp_server.planner import Planner
 from lsp_server.positions import PositionError
 from lsp_server.prefill import Aim
+from lsp_server.rejections import Rejections
 from lsp_server.scheduler import Gate
 from lsp_server.settings import Settings, merge
 from lsp_server.suggestions import SuggestionMemory
@@ -58,6 +59,7 @@ class CompletionService:
         self.models = ModelLifecycle(self.notices, current, factory)
         self.indexer = Indexer(fastcomplete_home() / "index")
         self.memory = SuggestionMemory()
+        self.rejections = Rejections()
         parts = Parts(
             current,
             self.documents,
@@ -65,6 +67,7 @@ class CompletionService:
             self.notices,
             self.telemetry,
             self.memory,
+            self.rejections,
             Gate(),
             self.spawn,
         )
@@ -126,6 +129,7 @@ class CompletionService:
         self.inline.latest.cancel(key)
         self.idle.forget(key)
         self.memory.forget(key)
+        self.rejections.forget(key)
         self.telemetry.retention.closed(key)
         self.documents.close(uri)
 
@@ -138,6 +142,23 @@ class CompletionService:
         self.documents.touch(doc.uri)
         if line is not None and character is not None:
             self.idle.aim(Aim(doc.uri, doc.version, line, character), 0.0)
+
+    def accepted(self, args: Sequence[Any]) -> None:
+        """A whole suggestion was accepted (its item's command: [{uri, ...}])."""
+        arg = args[0] if args and isinstance(args[0], dict) else {}
+        self._taken(arg.get("uri"))
+        self.telemetry.accepted(args)
+
+    def partially_accepted(
+        self, kind: str, length: int, uri: Any, line: Any, character: Any, text: Any
+    ) -> None:
+        """A word or a line of a suggestion was accepted."""
+        self._taken(uri)
+        self.telemetry.partially_accepted(kind, length, uri, line, character, text)
+
+    def _taken(self, uri: Any) -> None:
+        if isinstance(uri, str):  # what was passed over there may be offered again
+            self.rejections.accepted(self.documents.key(uri))
 
     def snapshot(self, uri: str) -> Snapshot:
         snap = self.documents.snapshot(uri)

@@ -49,6 +49,9 @@ class Settings:
     # Rank automatic completions' candidates by the code after the cursor (an explicit request
     # always ranks its alternatives); costs two more short generations per request.
     suffixScoring: bool = False
+    # The same suggestion shown this many times at one place with no accept in between is held
+    # back there until the code around it changes (0: never held back).
+    rejectAfterShows: int = 4
     # When to look again at an accepted suggestion, counting how much of it the user kept
     # (stats' acceptance.retention; local only).
     retentionChecksS: tuple[int, ...] = RETENTION_CHECKS_S
@@ -190,6 +193,7 @@ VALIDATORS = {
     "coldPrefillMs": _int_in(10, 5000),
     "workspaceIndex": _bool,
     "suffixScoring": _bool,
+    "rejectAfterShows": _int_in(0, 100),
     "retentionChecksS": _checks,
     "preloadStandard": _bool,
     "kvCacheMB": _int_in(64, 16384),

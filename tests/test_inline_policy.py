@@ -285,3 +285,22 @@ async def test_quiet_in_is_per_language_with_a_default() -> None:
     svc.apply_settings({"quietIn": {"python": ["strings"]}})  # a typo is refused, the rest kept
     assert any("quietIn" in m for m in svc.told)
     assert await svc.complete(URI, 2, 27) is None
+
+
+async def test_a_suggestion_passed_over_again_and_again_is_held_back_until_the_code_changes() -> (
+    None
+):
+    engine = FakeEngine(lambda variant, prompt: " * b")
+    svc = make_service(engine, rejectAfterShows=3)
+    await ready(svc)
+    shown = [await svc.complete(URI, *END) for _ in range(4)]
+    assert [a is not None for a in shown] == [True, True, True, False]
+    assert svc.stats()["emptyReasons"]["rejected_here"] == 1
+    assert (await svc.complete(URI, *END, invoked=True)).text == " * b"  # asked for: answered
+    type_text(svc, 2, 0, 0, "import math\n")  # the code around it changed
+    assert await svc.complete(URI, END[0] + 1, END[1]) is not None
+    for _ in range(3):
+        await svc.complete(URI, END[0] + 1, END[1])
+    assert await svc.complete(URI, END[0] + 1, END[1]) is None
+    svc.accepted([{"uri": URI, "model": "fake/fast", "chars": 4}])  # taken: counting starts over
+    assert await svc.complete(URI, END[0] + 1, END[1]) is not None
