@@ -149,6 +149,7 @@ class Engine:
         self.model_dirs = dirs
         if loaders is None:
             loaders = {v: _loader(d, config) for v, d in dirs.items()}
+        loaders = dict(loaders)  # the remote joins our own copy
         if config.remote is not None:
             remote = RemoteModel(config.remote)
             loaders[REMOTE] = lambda: remote
