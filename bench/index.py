@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import argparse
 import json
 import random
-import re
 import resource
 import statistics
 import subprocess
@@ -32,14 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inference.tuning import WINDOW_STEP_LINES
 from lsp_server.exclusions import SKIPPED_DIRS
 from lsp_server.index import WorkspaceIndex
-from lsp_server.languages import SOURCE_EXTENSIONS
+from lsp_server.languages import IDENT, SOURCE_EXTENSIONS
 from lsp_server.syntax import parse
 
-QUERY_LINES = 64  # the server's query: the 64-line block around the cursor
+QUERY_LINES = WINDOW_STEP_LINES  # the server's query: the block around the cursor
 BUDGET_CHARS = 2000
-IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
 
 def peak_rss_mb() -> float:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from inference.tuning import SIGNATURE_CHARS
-from lsp_server.languages import COMMENT_NODES, JS_LANGUAGES
+from lsp_server.languages import COMMENT_NODES, definitions_reader
 from lsp_server.syntax import parse
 
 
@@ -36,13 +36,14 @@ def extract_definitions(language_id: str, text: str, rel: str) -> tuple[Definiti
     if tree is None:
         return ()
     found = _Found(text.encode("utf-8"), rel, [])
-    if language_id == "python":
+    reader = definitions_reader(language_id)
+    if reader == "python":
         found.python(tree.root_node, in_class=False)
-    elif language_id in JS_LANGUAGES:
+    elif reader == "javascript":
         found.javascript(tree.root_node)
-    elif language_id == "go":
+    elif reader == "go":
         found.go(tree.root_node)
-    elif language_id == "rust":
+    elif reader == "rust":
         found.rust(tree.root_node, container=False)
     return tuple(found.out)
 

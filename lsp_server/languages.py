@@ -1,42 +1,66 @@
-"""What we know per language, in one place: grammars, file extensions, comment markers, fence
-names, and the tree-sitter node types the context builder and definitions read."""
+"""What we know per language, in one place: one `Language` per LSP languageId (its grammar, file
+extensions, comment marker, definitions reader and fence name), then the tree-sitter node types
+the context builder and definitions read, which are shared across our grammars."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # An identifier worth matching between files (three characters or more: `i`, `x` say nothing).
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
-# LSP languageId -> (module, function returning the tree-sitter grammar)
-GRAMMARS: dict[str, tuple[str, str]] = {
-    "python": ("tree_sitter_python", "language"),
-    "javascript": ("tree_sitter_javascript", "language"),
-    "javascriptreact": ("tree_sitter_javascript", "language"),
-    "typescript": ("tree_sitter_typescript", "language_typescript"),
-    "typescriptreact": ("tree_sitter_typescript", "language_tsx"),
-    "go": ("tree_sitter_go", "language"),
-    "rust": ("tree_sitter_rust", "language"),
-}
-JS_LANGUAGES = frozenset({"javascript", "javascriptreact", "typescript", "typescriptreact"})
+
+@dataclass(frozen=True, slots=True)
+class Language:
+    id: str  # the LSP languageId
+    comment: str | None = None  # the line comment that names the file at the top of a prompt
+    # (module, function returning the tree-sitter grammar): imported on first parse, so a
+    # language nobody opens costs no import
+    grammar: tuple[str, str] | None = None
+    definitions: str | None = None  # which reader of lsp_server.definitions walks its tree
+    extensions: tuple[str, ...] = ()  # files that are this language, for callers with no editor
+    indexed_extensions: tuple[str, ...] = ()  # more that only the index reads as this language
+    fence: str | None = None  # markdown fence name, where it differs from the id
+
+
+def _js(
+    language_id: str,
+    grammar: tuple[str, str],
+    fence: str,
+    *extensions: str,
+    indexed: tuple[str, ...] = (),
+) -> Language:
+    """JavaScript and TypeScript, each plain and with JSX: `//` comments, one definitions reader."""
+    return Language(language_id, "//", grammar, "javascript", extensions, indexed, fence)
+
+
+_JS = ("tree_sitter_javascript", "language")
+_TS = "tree_sitter_typescript"
+# Rows in field order: id, comment, grammar, definitions, extensions, indexed_extensions, fence.
+LANGUAGES: tuple[Language, ...] = (
+    Language("python", "#", ("tree_sitter_python", "language"), "python", (".py",), (".pyi",)),
+    _js("javascript", _JS, "js", ".js", ".mjs", indexed=(".cjs",)),
+    _js("javascriptreact", _JS, "jsx", ".jsx"),
+    _js("typescript", (_TS, "language_typescript"), "ts", ".ts", indexed=(".mts", ".cts")),
+    _js("typescriptreact", (_TS, "language_tsx"), "tsx", ".tsx"),
+    Language("go", "//", ("tree_sitter_go", "language"), "go", (".go",)),
+    Language("rust", "//", ("tree_sitter_rust", "language"), "rust", (".rs",)),
+    # No grammar here: a comment marker only (their files reach the index as TEXT_SOURCES).
+    *(Language(name, "#") for name in ("ruby", "shellscript", "yaml", "toml", "r")),
+    *(
+        Language(name, "//")
+        for name in ("c", "cpp", "java", "kotlin", "swift", "csharp", "php", "scala", "dart")
+    ),
+)
+_BY_ID = {lang.id: lang for lang in LANGUAGES}
+
 # File extension -> LSP languageId, for callers that have a path and no editor to ask.
-EXTENSIONS: dict[str, str] = {
-    ".py": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".jsx": "javascriptreact",
-    ".ts": "typescript",
-    ".tsx": "typescriptreact",
-    ".go": "go",
-    ".rs": "rust",
-}
-# More extensions of languages with a grammar, which the index reads (definitions and snippets).
+EXTENSIONS: dict[str, str] = {ext: lang.id for lang in LANGUAGES for ext in lang.extensions}
+# The same and more extensions of languages with a grammar, which the index parses.
 INDEXED_EXTENSIONS: dict[str, str] = {
     **EXTENSIONS,
-    ".pyi": "python",
-    ".cjs": "javascript",
-    ".mts": "typescript",
-    ".cts": "typescript",
+    **{ext: lang.id for lang in LANGUAGES for ext in lang.indexed_extensions},
 }
 # Source files of languages without a grammar here: they lend the index snippets only.
 TEXT_SOURCES = frozenset(
@@ -49,21 +73,27 @@ TEXT_SOURCES = frozenset(
 )
 SOURCE_EXTENSIONS = frozenset(INDEXED_EXTENSIONS) | TEXT_SOURCES
 
-# The line comment that names a file at the top of a prompt.
-HASH_COMMENT = frozenset({"python", "ruby", "shellscript", "yaml", "toml", "r"})
-SLASH_COMMENT = frozenset(
-    {
-        *JS_LANGUAGES,
-        *("go", "rust", "c", "cpp", "java", "kotlin", "swift", "csharp", "php", "scala", "dart"),
-    }
-)
-# Markdown fence names where they differ from the languageId.
-FENCE_NAMES = {
-    "javascriptreact": "jsx",
-    "typescriptreact": "tsx",
-    "typescript": "ts",
-    "javascript": "js",
-}
+
+def grammar(language_id: str) -> tuple[str, str] | None:
+    lang = _BY_ID.get(language_id)
+    return None if lang is None else lang.grammar
+
+
+def definitions_reader(language_id: str) -> str | None:
+    lang = _BY_ID.get(language_id)
+    return None if lang is None else lang.definitions
+
+
+def comment_marker(language_id: str) -> str | None:
+    lang = _BY_ID.get(language_id)
+    return None if lang is None else lang.comment
+
+
+def fence_name(language_id: str) -> str:
+    lang = _BY_ID.get(language_id)
+    return language_id if lang is None or lang.fence is None else lang.fence
+
+
 # A name defined in the document itself needs no definition from elsewhere.
 DEFINED_HERE = (
     r"(?:def|class|function|interface|type|struct|enum|trait|fn|func|const|let|var)\s+{}\b"
@@ -102,13 +132,3 @@ DEFINITION_NODES = frozenset(
 )
 STRINGLIKE = ("string", "comment", "template_string", "raw_string_literal", "interpreted_string")
 COMMENT_NODES = frozenset({"comment", "line_comment", "block_comment"})
-
-
-def comment_marker(language_id: str) -> str | None:
-    if language_id in HASH_COMMENT:
-        return "#"
-    return "//" if language_id in SLASH_COMMENT else None
-
-
-def fence_name(language_id: str) -> str:
-    return FENCE_NAMES.get(language_id, language_id)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from inference.healing import HORIZONTAL_SPACE
 from inference.repetition import first_repeated_line, first_wordy_loop
 
 PROSE = re.compile(
@@ -28,7 +29,6 @@ class Site:
 
 Rule = Callable[[str, Site], str]
 
-HORIZONTAL_SPACE = " \t"
 PARTIAL_NAME = re.compile(r"[A-Za-z0-9_]+$")
 QUOTES = "\"'`"
 
@@ -123,7 +123,7 @@ def stop_at_fence_or_prose(text: str, site: Site) -> str:
 
 
 def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" \t"))
+    return len(line) - len(line.lstrip(HORIZONTAL_SPACE))
 
 
 def stop_at_dedent(text: str, site: Site) -> str:

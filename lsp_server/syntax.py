@@ -8,7 +8,7 @@ from functools import cache
 
 from tree_sitter import Language, Node, Parser, Tree
 
-from lsp_server.languages import GRAMMARS
+from lsp_server.languages import grammar
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class SyntaxIssue:
 @cache
 def language(language_id: str) -> Language | None:
     """The grammar for an LSP languageId, or None for languages parsed as plain text."""
-    entry = GRAMMARS.get(language_id)
+    entry = grammar(language_id)
     if entry is None:
         return None
     module = importlib.import_module(entry[0])
