@@ -79,11 +79,14 @@ class InlinePolicy:
         counts["invoked"] += invoked
         ask = self._resolve(uri, line, character, invoked, selected)
         settings = self._settings()
+        found = None
         if not invoked and settings.typeThrough and settings.enabled_for(ask.doc.language_id):
             found = await self._typed_through(ask)
-            if found is not None:
-                # No debounce, no model: the rest of what the editor shows.
-                return self._shown_again(ask, found)
+        if found is None or not found.typed:
+            self._asked_here(ask)
+        if found is not None:
+            # No debounce, no model: the rest of what the editor shows.
+            return self._shown_again(ask, found)
         self._idle.prefetches.cancel(ask.doc.uri)
         ticket = self.latest.begin(ask.doc.uri)
         try:
@@ -269,10 +272,20 @@ class InlinePolicy:
             return None  # the model path reports it
         return self._memory.find(ask.doc.uri, ask.text, offset)
 
+    def _asked_here(self, ask: Ask) -> None:
+        """The person asks here, not typing a suggestion: one shown elsewhere was passed over."""
+        try:
+            offset = offset_at(ask.text, ask.line, ask.character)
+        except PositionError:
+            return  # the model path reports it
+        self._rejections.asked(place_of(ask.doc.uri, ask.text, offset))
+
     def _shown_again(self, ask: Ask, found: Match) -> Answer | None:
         """A remembered suggestion's rest; None when it is the whole suggestion again at its
         place, passed over there `rejectAfterShows` times."""
-        if not found.typed:
+        if found.typed:
+            self._rejections.taken(ask.doc.uri)  # typing it is taking it
+        else:
             place = place_of(ask.doc.uri, ask.text, found.item.anchor)
             if not self._rejections.offer(place, found.rest, self._settings().rejectAfterShows):
                 self._telemetry.counts["rejected_here"] += 1

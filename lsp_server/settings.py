@@ -49,8 +49,9 @@ class Settings:
     # Rank automatic completions' candidates by the code after the cursor (an explicit request
     # always ranks its alternatives); costs two more short generations per request.
     suffixScoring: bool = False
-    # The same suggestion shown this many times at one place with no accept in between is held
-    # back there until the code around it changes (0: never held back).
+    # A suggestion passed over this many times at one place (shown, then the person asks
+    # elsewhere without typing or accepting it) is held back there until the code around it
+    # changes (0: never held back; lsp_server.rejections).
     rejectAfterShows: int = 4
     # When to look again at an accepted suggestion, counting how much of it the user kept
     # (stats' acceptance.retention; local only).

@@ -293,14 +293,27 @@ async def test_a_suggestion_passed_over_again_and_again_is_held_back_until_the_c
     engine = FakeEngine(lambda variant, prompt: " * b")
     svc = make_service(engine, rejectAfterShows=3)
     await ready(svc)
-    shown = [await svc.complete(URI, *END) for _ in range(4)]
-    assert [a is not None for a in shown] == [True, True, True, False]
+    here, elsewhere = END, (0, len("def hypot(a, b):"))
+    for _ in range(4):  # asking again at the same place is not passing it over
+        assert await svc.complete(URI, *here) is not None
+    for _ in range(2):  # shown here, then the person goes elsewhere: passed over
+        assert await svc.complete(URI, *elsewhere) is not None
+        assert await svc.complete(URI, *here) is not None
+    assert await svc.complete(URI, *elsewhere) is not None  # passed over a third time
+    assert await svc.complete(URI, *here) is None
     assert svc.stats()["emptyReasons"]["rejected_here"] == 1
-    assert (await svc.complete(URI, *END, invoked=True)).text == " * b"  # asked for: answered
-    type_text(svc, 2, 0, 0, "import math\n")  # the code around it changed
-    assert await svc.complete(URI, END[0] + 1, END[1]) is not None
-    for _ in range(3):
-        await svc.complete(URI, END[0] + 1, END[1])
-    assert await svc.complete(URI, END[0] + 1, END[1]) is None
+    assert (await svc.complete(URI, *here, invoked=True)).text == " * b"  # asked for: answered
+    type_text(svc, 2, 0, 0, "import math\n")  # the code around it changed: offered again
+    assert await svc.complete(URI, here[0] + 1, here[1]) is not None
     svc.accepted([{"uri": URI, "model": "fake/fast", "chars": 4}])  # taken: counting starts over
-    assert await svc.complete(URI, END[0] + 1, END[1]) is not None
+    assert await svc.complete(URI, 1, len("def hypot(a, b):")) is not None
+
+
+async def test_typing_a_suggestion_is_not_passing_it_over() -> None:
+    engine = FakeEngine(lambda variant, prompt: "_squared")
+    svc = make_service(engine, rejectAfterShows=1)
+    await ready(svc)
+    assert await svc.complete(URI, *END) is not None
+    type_text(svc, 2, *END, "_s")  # typed through, then on to a new line
+    assert (await svc.complete(URI, END[0], END[1] + 2)).text == "quared"
+    assert svc.stats()["emptyReasons"].get("rejected_here", 0) == 0
