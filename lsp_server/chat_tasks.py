@@ -12,7 +12,7 @@ from inference.engine import EngineResult
 from inference.generate import Finish, GenerationConfig
 from inference.router import REMOTE, STANDARD, Task
 from lsp_server.documents import Snapshot
-from lsp_server.errors import BadRequest, unknown_document
+from lsp_server.errors import BadRequest, snapshot_of
 from lsp_server.parts import Parts
 from lsp_server.positions import PositionError, offset_at
 from lsp_server.prompts import (
@@ -65,9 +65,7 @@ class ChatTasks:
             ends = [(raw[k]["line"], raw[k]["character"]) for k in ("start", "end")]
         except (KeyError, IndexError, TypeError) as exc:
             raise BadRequest("expected arguments [{uri, range: {start, end}}]") from exc
-        snap = self._documents.snapshot(uri)
-        if snap is None:
-            raise unknown_document(uri)
+        snap = snapshot_of(self._documents, uri)
         try:
             start, end = sorted(offset_at(snap.text, line, char) for line, char in ends)
         except (PositionError, TypeError) as exc:

@@ -16,7 +16,7 @@ from lsp_server.answers import Answer, Selected, View
 from lsp_server.completion import Completion
 from lsp_server.completion_plan import CompletionPlan
 from lsp_server.documents import Document, Snapshot, with_insertion
-from lsp_server.errors import BadRequest, unknown_document
+from lsp_server.errors import BadRequest, snapshot_of, unknown_document
 from lsp_server.idle_work import IdleWork
 from lsp_server.parts import Parts
 from lsp_server.planner import Planner
@@ -156,9 +156,7 @@ class InlinePolicy:
             self._telemetry.counts["stale_dropped"] += 1
             self._telemetry.no_answer("stale", ask.where)
             return None
-        snap = self._documents.snapshot(ask.uri)  # one incremental parse of the edits since
-        if snap is None:
-            raise unknown_document(ask.uri)
+        snap = snapshot_of(self._documents, ask.uri)  # one incremental parse of the edits since
         if ask.inserted is not None:
             snap = with_insertion(snap, *ask.inserted)
         reason = self._planner.unservable(snap)

@@ -21,7 +21,7 @@ from inference.paths import fastcomplete_home
 from inference.router import STANDARD
 from lsp_server.chat_tasks import ChatTasks
 from lsp_server.documents import Documents, Snapshot
-from lsp_server.errors import BadRequest, unknown_document
+from lsp_server.errors import BadRequest, snapshot_of
 from lsp_server.idle_work import IdleWork
 from lsp_server.index import Indexer
 from lsp_server.inline import InlinePolicy
@@ -161,10 +161,7 @@ class CompletionService:
             self.rejections.accepted(self.documents.key(uri))
 
     def snapshot(self, uri: str) -> Snapshot:
-        snap = self.documents.snapshot(uri)
-        if snap is None:
-            raise unknown_document(uri)
-        return snap
+        return snapshot_of(self.documents, uri)
 
     # -- requests -------------------------------------------------------------------------------
 
