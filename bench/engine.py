@@ -2,6 +2,7 @@
 
     python bench/engine.py [--model NAME] [--reps 5] [--json bench/results/engine.json]
                            [--baseline NAME]  # another build's standard model as one more row
+                           [--compare HOME]  # the same model built into another FASTCOMPLETE_HOME
 
 Every model runs in its own subprocess (clean RSS, no cache interference), one after another on
 the same machine in one run, so the ratios between them are what to read. Medians throughout.
@@ -210,9 +211,10 @@ def run_isolated(
 def print_table(rows: dict[str, dict[str, Any]]) -> None:
     keys = [k for k in next(iter(rows.values())) if k != "load_rss_mb"]
     names = list(rows)
-    print(f"{'metric':<22}" + "".join(f"{n:>14}" for n in names))
+    width = max(14, *(len(n) + 2 for n in names))
+    print(f"{'metric':<22}" + "".join(f"{n:>{width}}" for n in names))
     for key in keys:
-        cells = "".join(f"{rows[n].get(key, '-')!s:>14}" for n in names)
+        cells = "".join(f"{rows[n].get(key, '-')!s:>{width}}" for n in names)
         print(f"{key:<22}{cells}")
 
 
@@ -244,7 +246,41 @@ def targets(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
             )
     if fast:
         out["fast reuse/full prefill (<=0.05)"] = fast.get("reuse_ratio")
+    for variant in ("fast", "standard"):
+        this, other = rows.get(variant), rows.get(f"{variant}@compare")
+        if this and other:
+            for key in ("decode_256_ms", "decode_1024_ms", "decode_2048_ms", "prefill_1024_ms"):
+                out[f"{variant} {key} this/compare (<=1.05)"] = round(this[key] / other[key], 3)
     return out
+
+
+def build_figures(root: Path, text: str) -> dict[str, Any]:
+    """What a build costs and keeps: its time, file sizes, and fast-vs-standard agreement and NLL
+    teacher-forced on stdlib code (2048 tokens, beside the build's own 511-token sample)."""
+    import numpy as np
+
+    from inference.manifest import read_manifest
+    from inference.model import load_model_dir
+    from inference.paths import MODEL_FILE
+    from models.validate import agreement
+
+    manifest = read_manifest(root / "fast")
+    sizes = {
+        v: round(sum(f.stat().st_size for f in (root / v).glob("model.onnx*")) / 1e6, 1)
+        for v in ("fast", "standard")
+    }
+    ids = np.array(load_model_dir(root / "fast").tokenizer.encode(text)[:2048], dtype=np.int64)
+    stdlib = agreement(root / "standard" / MODEL_FILE, root / "fast" / MODEL_FILE, ids)
+    return {
+        "build_s": manifest.build_seconds,
+        "fast_mb": sizes["fast"],
+        "standard_mb": sizes["standard"],
+        "agreement_sample": manifest.validation["top1_agreement"],
+        "nll_fast_sample": manifest.validation["nll_fast"],
+        "agreement_stdlib": round(stdlib.top1_agreement, 4),
+        "nll_std_stdlib": stdlib.nll_standard,
+        "nll_fast_stdlib": stdlib.nll_fast,
+    }
 
 
 def main() -> int:
@@ -259,16 +295,27 @@ def main() -> int:
     parser.add_argument(
         "--baseline", help="a build whose standard model is measured too (e.g. an older graph)"
     )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="another FASTCOMPLETE_HOME holding the same model built another way (an older graph): "
+        "its rows are measured in this run too, with build time, sizes, agreement and NLL",
+    )
     args = parser.parse_args()
     root = model_dir(args.model)
+    builds = {"this": root}
+    if args.compare:
+        builds["compare"] = args.compare / "models" / args.model
     if not (root / "fast").is_dir():
         print(f"no model at {root}: run `fastcomplete models build`", file=sys.stderr)
         return 1
     threads = default_threads()
     rows: dict[str, dict[str, Any]] = {}
-    for variant in ("fast", "standard"):
-        rows[variant] = run_isolated("onnx", root / variant, args.reps, threads)
-        print(f"{variant}: done", file=sys.stderr, flush=True)
+    for label, build_root in builds.items():
+        for variant in ("fast", "standard"):
+            name = variant if label == "this" else f"{variant}@{label}"
+            rows[name] = run_isolated("onnx", build_root / variant, args.reps, threads)
+            print(f"{name}: done", file=sys.stderr, flush=True)
     if args.baseline:
         rows["baseline"] = run_isolated(
             "onnx", model_dir(args.baseline) / "standard", args.reps, threads
@@ -292,6 +339,9 @@ def main() -> int:
         f"identical outputs {lookup['identical_outputs']}/{lookup['positions']}, "
         f"{lookup['effective_ms_per_token']} ms per generated token"
     )
+    figures = {label: build_figures(path, corpus_text()) for label, path in builds.items()}
+    print("\nbuilds:")
+    print_table(figures)
     checks = targets(rows)
     if "pytorch" in rows:
         ref = rows["pytorch"]["decode_1024_ms"]
@@ -304,6 +354,7 @@ def main() -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     report = {"model": args.model, "threads": threads, "reps": args.reps, "rows": rows}
     report.update(prompt_lookup=lookup, targets=checks, time=time.strftime("%Y-%m-%d %H:%M"))
+    report["builds"] = figures
     args.json.write_text(json.dumps(report, indent=2))
     print(f"\nwritten to {args.json}")
     return 0

@@ -4,9 +4,10 @@
 # 1. no GPU -> say so, exit 2 (before installing anything);
 # 2. the project's venv (make install; or $GPU_PYTHON, a python that already has the project's
 #    runtime dependencies, e.g. on a machine that reaches no registry) and onnxruntime-gpu's
-#    CUDA 12 / cuDNN 9 libraries from PyPI (its `cuda,cudnn` extras: the nvidia-* wheels) or,
+#    CUDA 13 / cuDNN 9 libraries from PyPI (its `cuda,cudnn` extras: the nvidia-* wheels) or,
 #    offline, from wheels in $GPU_WHEELS;
-# 3. the models: built with `fastcomplete models build` unless $FASTCOMPLETE_HOME has them;
+# 3. the models: onnxruntime-genai's CUDA graphs (FP16 standard model, 8-bit fast model), built
+#    with `fastcomplete models build --cuda` unless $FASTCOMPLETE_HOME has them;
 # 4. bench/gpu_check.py: providers per session, nodes per provider (no compute node silently on
 #    the CPU), the KV buffers' device (IOBinding), prefill and decode at 256/1024/4096;
 # 5. the typing benchmark (p50/p95 as an editor sees them), on the GPU.
@@ -36,7 +37,7 @@ else
 fi
 $py -c 'import onnxruntime as ort; ort.preload_dlls(); print("onnxruntime", ort.__version__, ort.get_available_providers())'
 
-$py -m lsp_server.cli models build
+$py -m lsp_server.cli models build --cuda
 PYTHONUNBUFFERED=1 $py -m bench.gpu_check --json "$out/gpu_check.json" 2>&1 | tee "$out/gpu_check.txt"
 PYTHONUNBUFFERED=1 $py -m bench.typing_replay --json "$out/typing.json" 2>&1 | tee "$out/typing.txt"
 echo "gpu_check: done; output in $out"

@@ -1,9 +1,10 @@
 """What a model graph expects: input names, KV layout, and how to feed one forward pass.
 
 Two graph styles exist. "optimum": `position_ids` input, logits for every position, the graph
-concatenates past and new KV (present = past + new). "fused-gqa": GroupQueryAttention computes
-positions itself, `num_logits_to_keep` limits the LM head to the last positions, and past/present
-can share one preallocated buffer. Feeding code is the same for both, keyed on input names.
+concatenates past and new KV (present = past + new). onnxruntime-genai's (models/genai_build.py):
+GroupQueryAttention computes positions itself, `num_logits_to_keep` limits the LM head to the
+last positions, and past/present can share one preallocated buffer. Feeding code is the same for
+both, keyed on input names.
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ from typing import Any
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
+# Graphs whose GroupQueryAttention can use one preallocated KV buffer as both past and present:
+# onnxruntime-genai's builder (models/genai_build.py), and our own fused graph before 2026-12-04.
+GENAI_GRAPH = "ort-genai-builder"
+GENAI_CUDA_GRAPH = "ort-genai-builder-cuda"  # the builder's CUDA graph: FP16 standard model
+SHARED_KV_GRAPHS = frozenset({GENAI_GRAPH, GENAI_CUDA_GRAPH, "fused-gqa"})
 
 
 class ManifestError(Exception):
@@ -45,8 +50,8 @@ class Manifest:
     variant: str  # "standard" or "fast"
     family: str  # config.model_type, e.g. "llama"
     architecture: str
-    precision: str  # "fp32" or "int8-weight-only"
-    graph: str  # "optimum" (past/present concat) or "fused-gqa" (GroupQueryAttention, shared KV buffer)
+    precision: str  # "fp32", "fp16" (CUDA builds) or "int8-weight-only"
+    graph: str  # GENAI_GRAPH or GENAI_CUDA_GRAPH; "fused-gqa" or "optimum" from older builds
     eos_token_ids: list[int]
     bos_policy: str  # "never" or "always": whether a BOS token is prepended to every prompt
     bos_token_id: int | None

@@ -8,12 +8,18 @@ from pathlib import Path
 from inference.errors import ModelLoadError
 from inference.graph import GraphSpec, inspect_graph
 from inference.kv_cache import KVPool, PoolConfig
-from inference.manifest import Manifest, ManifestError, check_files, read_manifest
+from inference.manifest import (
+    SHARED_KV_GRAPHS,
+    Manifest,
+    ManifestError,
+    check_files,
+    read_manifest,
+)
+from inference.paths import MODEL_FILE
 from inference.runner import Runner
 from inference.session import SessionConfig, create_session, on_gpu
 from inference.tokenizer import Tokenizer
 
-MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 
 
@@ -76,7 +82,7 @@ def load_model_dir(
     device = "cuda" if on_gpu(session) else "cpu"
     pool = KVPool(
         spec,
-        shared_buffers=manifest.graph == "fused-gqa",
+        shared_buffers=manifest.graph in SHARED_KV_GRAPHS,
         config=PoolConfig(pool_config.budget_bytes, capacity, device),
     )
     tokenizer = Tokenizer(directory / TOKENIZER_FILE, manifest.bos_token_id)

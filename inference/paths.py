@@ -10,6 +10,7 @@ from pathlib import Path
 DEFAULT_MODEL = "smollm2-135m"
 GPU_DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 VARIANTS = ("standard", "fast")
+MODEL_FILE = "model.onnx"  # each variant's graph, in its folder
 
 
 def default_model() -> str:

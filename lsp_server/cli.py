@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from models.export import NBitsScheme
+from models.genai_build import NBitsScheme
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -26,6 +26,7 @@ def _models_build(args: argparse.Namespace) -> int:
         force=args.force,
         block_size=args.block_size,
         bits=args.bits,
+        cuda=args.cuda,
     )
     result = build(request, quiet=args.quiet)
     if not result.built:
@@ -293,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=NBitsScheme.bits,
         help="fast model's weight bits: 8 (default) or 4 (smaller, lower agreement)",
     )
+    b.add_argument(
+        "--cuda",
+        action="store_true",
+        help="CUDA graphs for a GPU machine (FP16 standard model); built and checked on the CPU "
+        "too, where there is no GPU",
+    )
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.set_defaults(func=_models_build)
 
@@ -371,11 +378,13 @@ def _known_errors() -> tuple[type[Exception], ...]:
     from lsp_server.errors import BadRequest
     from lsp_server.positions import PositionError
     from models.build import BuildError
+    from models.genai_build import GraphBuildError
     from models.source import SourceError
     from models.validate import ValidationError
 
     return (
         BuildError,
+        GraphBuildError,
         ManifestError,
         SourceError,
         ValidationError,

@@ -22,6 +22,8 @@ from importlib import metadata
 from pathlib import Path
 
 from inference.manifest import (
+    GENAI_CUDA_GRAPH,
+    GENAI_GRAPH,
     Manifest,
     ManifestError,
     check_files,
@@ -38,8 +40,12 @@ from models.convert import (
     check_family,
     convert,
 )
-from models.export import MODEL_FILE, NBitsScheme, quantize_weights
-from models.fused_graph import build_fused_graph
+from models.genai_build import (
+    NBitsScheme,
+    build_graph,
+    builder_python,
+    builder_versions,
+)
 from models.source import Source, SourceError, check_gguf, check_hf_dir
 from models.tiny import TINY_NAME, make_tiny
 from models.tokenizer_check import tokenizer_problems
@@ -47,11 +53,8 @@ from models.validate import validate
 
 TOKENIZER_FILE = "tokenizer.json"
 TINY_TOKENIZER_FROM = "smollm2-135m"  # the tiny random model borrows this entry's real tokenizer
-# Both models are built from ORT's fused operators (GroupQueryAttention with a shared KV buffer,
-# SkipSimplifiedLayerNormalization, packed QKV): measured 2.5x faster decode than quantizing the
-# optimum export alone. The standard model is that graph in FP32, validated against torch; the
-# fast model is the same graph with 8-bit weights.
-FUSED_GRAPH = "fused-gqa"
+# Both models are onnxruntime-genai's graph (models/genai_build.py): the standard model in FP32,
+# validated against torch; the fast model with 8-bit weights, validated against the standard one.
 TOOLS = (
     "onnxruntime-gpu",
     "onnxruntime",
@@ -80,10 +83,15 @@ class BuildRequest:
     # with a larger NLL gap (README, "Fast model block size"); the agreement gate applies to both.
     block_size: int = NBitsScheme.block_size
     bits: int = NBitsScheme.bits  # the fast model's weights: 8, or 4 (smaller, less agreement)
+    cuda: bool = False  # the builder's CUDA graphs (FP16 standard model), for a GPU machine
 
     @property
     def scheme(self) -> NBitsScheme:
         return NBitsScheme(bits=self.bits, block_size=self.block_size)
+
+    @property
+    def graph(self) -> str:
+        return GENAI_CUDA_GRAPH if self.cuda else GENAI_GRAPH
 
 
 @dataclass
@@ -139,18 +147,18 @@ def resolve_source(request: BuildRequest) -> Source:
     return catalogue_source(request.model or selected_model())
 
 
-def existing_build(name: str, scheme: NBitsScheme) -> dict[str, Manifest] | None:
-    """The manifests of a complete, uncorrupted build of `name` quantized with `scheme`, or None."""
+def existing_build(name: str, request: BuildRequest) -> dict[str, Manifest] | None:
+    """The manifests of a complete, uncorrupted build of `name` as `request` asks, or None."""
     try:
         manifests = {v: read_manifest(model_dir(name) / v) for v in VARIANTS}
     except ManifestError:
         return None
     ok = all(not check_files(model_dir(name) / v, m) for v, m in manifests.items())
-    same_scheme = manifests["fast"].quantization == scheme.describe()
-    # A build from before the standard model moved to the fused graph, or whose hf/ tokenizer
+    same_scheme = manifests["fast"].quantization == request.scheme.describe()
+    # A build of another graph (our own fused graph before 2026-12-04), or whose hf/ tokenizer
     # reads differently in transformers 5 (vLLM), is rebuilt.
-    fused = all(m.graph == FUSED_GRAPH for m in manifests.values())
-    if not (ok and same_scheme and fused and _pinned(model_dir(name))):
+    same_graph = all(m.graph == request.graph for m in manifests.values())
+    if not (ok and same_scheme and same_graph and _pinned(model_dir(name))):
         return None
     # A build whose tokenizer split special tokens into text (before 2026-12-02) is rebuilt.
     fast = manifests["fast"]
@@ -173,8 +181,8 @@ def _pinned(target: Path) -> bool:
     return (config.get("tokenizer_class"), config.get("model_input_names")) == pinned
 
 
-def _tool_versions() -> dict[str, str]:
-    versions = {}
+def _tool_versions(builder: dict[str, str]) -> dict[str, str]:
+    versions = dict(builder)
     for tool in TOOLS:
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[tool] = metadata.version(tool)
@@ -189,7 +197,8 @@ def _manifest(
     directory: Path,
     figures: dict,
     seconds: float,
-    scheme: NBitsScheme,
+    request: BuildRequest,
+    builder: dict[str, str],
 ) -> Manifest:
     cfg, facts = converted.config, converted.facts
     heads = cfg["num_attention_heads"]
@@ -199,8 +208,8 @@ def _manifest(
         variant=variant,
         family=cfg["model_type"],
         architecture=(cfg.get("architectures") or ["?"])[0],
-        precision=f"int{scheme.bits}-weight-only" if fast else "fp32",
-        graph=FUSED_GRAPH,
+        precision=f"int{request.bits}-weight-only" if fast else "fp16" if request.cuda else "fp32",
+        graph=request.graph,
         eos_token_ids=facts.eos_token_ids,
         bos_policy=facts.bos_policy,
         bos_token_id=facts.bos_token_id,
@@ -213,8 +222,8 @@ def _manifest(
         chat_template=facts.chat_template,
         source={"origin": source.origin, "file": source.path.name},
         files=describe_files(directory, sorted(p.name for p in directory.iterdir())),
-        tools=_tool_versions(),
-        quantization=scheme.describe() if fast else None,
+        tools=_tool_versions(builder),
+        quantization=request.scheme.describe() if fast else None,
         validation=figures,
         build_seconds=round(seconds, 1),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -238,18 +247,21 @@ def _build_into(
     work: Path, name: str, request: BuildRequest, source: Source, steps: Steps
 ) -> dict[str, Manifest]:
     started = time.monotonic()
+    python = builder_python()
+    builder = builder_versions(python)
     hf_dir = work / "hf"
     with steps.step("tiny random Llama" if request.tiny else "convert to transformers FP32"):
         converted = make_tiny(source, hf_dir) if request.tiny else convert(source, hf_dir)
         check_family(converted.config["model_type"], hf_dir)
         _check_tokenizer(hf_dir / TOKENIZER_FILE, converted, source)
-    with steps.step("build standard model (fused graph, FP32)"):
-        standard = work / "standard" / MODEL_FILE
-        build_fused_graph(hf_dir, standard)
-    with steps.step(f"build fast model (fused graph, {request.bits}-bit)"):
-        fast = quantize_weights(standard, work / "fast", request.scheme)
+    where = "CUDA" if request.cuda else "CPU"
+    with steps.step(f"build standard model ({where}, {'FP16' if request.cuda else 'FP32'})"):
+        standard = build_graph(hf_dir, work / "standard", None, python, request.cuda)
+    with steps.step(f"build fast model ({where}, {request.bits}-bit)"):
+        fast = build_graph(hf_dir, work / "fast", request.scheme, python, request.cuda)
     with steps.step("validate (greedy vs torch, agreement)"):
-        figures = validate(hf_dir, standard, fast, _encoder(hf_dir, converted), request.bits)
+        encode = _encoder(hf_dir, converted)
+        figures = validate(hf_dir, standard, fast, encode, request.bits, request.cuda)
     with steps.step("write manifests"):
         manifests = {}
         for variant in VARIANTS:
@@ -263,7 +275,8 @@ def _build_into(
                 directory,
                 figures,
                 time.monotonic() - started,
-                request.scheme,
+                request,
+                builder,
             )
             write_manifest(directory, manifest)
             manifests[variant] = manifest
@@ -320,7 +333,7 @@ def build(request: BuildRequest, quiet: bool = False) -> BuildResult:
     name = default_name(request)
     target = model_dir(name)
     started = time.monotonic()
-    if not request.force and (manifests := existing_build(name, request.scheme)):
+    if not request.force and (manifests := existing_build(name, request)):
         return BuildResult(name, target, False, 0.0, manifests)
     # The tiny model takes only its tokenizer from the default source.
     source = catalogue_source(TINY_TOKENIZER_FROM) if request.tiny else resolve_source(request)

@@ -12,13 +12,13 @@ import pytest
 
 import models.build as build_module
 from inference.chat import render_chat
-from inference.manifest import read_manifest, sha256_file
+from inference.manifest import GENAI_CUDA_GRAPH, GENAI_GRAPH, read_manifest, sha256_file
 from inference.paths import VARIANTS, models_dir
 from models.build import BuildError, BuildRequest, build
 from models.registry import list_models, verify
 from models.source import SourceError
 from models.tiny import TINY_NAME
-from models.validate import MAX_NLL_GAP_FP32, MIN_AGREEMENT
+from models.validate import MAX_NLL_GAP_FP16, MAX_NLL_GAP_FP32, MIN_AGREEMENT
 
 
 def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -51,16 +51,43 @@ def test_tiny_manifests_describe_both_models(tiny_model: Path) -> None:
         assert {0, 2} <= set(m.eos_token_ids)
         assert m.fim is None
         assert m.family == "llama" and m.num_layers == 2 and m.head_dim == 16
-        assert m.graph == "fused-gqa"  # both: the standard model is the same graph in FP32
-        # FP32 weights in the graph's data file; the 8-bit graph holds its weights inline.
-        data = {"model.onnx.data"} if m.variant == "standard" else set()
-        assert set(m.files) == {"model.onnx", "tokenizer.json"} | data
+        assert m.graph == GENAI_GRAPH  # both: the standard model is the same graph in FP32
+        # The weights beside the graph: ORT maps them (faster, smaller than inline).
+        assert set(m.files) == {"model.onnx", "model.onnx.data", "tokenizer.json"}
         assert m.validation["top1_agreement"] >= MIN_AGREEMENT
         assert m.validation["onnx_vs_torch_greedy"]["identical"] == 3
         assert abs(m.validation["nll_standard"] - m.validation["nll_torch"]) <= MAX_NLL_GAP_FP32
         assert {"onnxruntime-gpu", "torch"} & set(m.tools)
+        assert m.tools["builder:onnxruntime-genai"] == "0.18.0"
         for name, entry in m.files.items():
             assert sha256_file(tiny_model / m.variant / name) == entry.sha256
+
+
+@pytest.mark.model  # it builds the tiny model's CUDA graphs (on the CPU here)
+def test_cuda_build_replaces_a_cpu_build_and_runs(home_with_tiny: Path) -> None:
+    import numpy as np
+
+    from inference.model import load_model_dir
+    from models.validate import teacher_forced_logits
+
+    result = build(BuildRequest(tiny=True, cuda=True), quiet=True)
+    assert result.built  # the CPU build there is not what was asked for
+    standard, fast = result.manifests["standard"], result.manifests["fast"]
+    assert standard.graph == fast.graph == GENAI_CUDA_GRAPH
+    assert standard.precision == "fp16" and fast.precision == "int8-weight-only"
+    figures = standard.validation
+    assert abs(figures["nll_standard"] - figures["nll_torch"]) <= MAX_NLL_GAP_FP16
+    assert build(BuildRequest(tiny=True, cuda=True), quiet=True).built is False
+    ids = [100, 200, 300, 400]
+    for variant in VARIANTS:  # the engine's shared FP16 KV buffers, on the CPU provider
+        model = load_model_dir(result.path / variant)
+        assert model.runner.spec.kv_dtype is np.float16
+        slot, _ = model.pool.lease(ids)
+        model.runner.forward(slot, ids[:2])
+        got = model.runner.forward(slot, ids[2:])[-1]  # after a cached prefix
+        model.pool.release(slot)
+        want = teacher_forced_logits(result.path / variant / "model.onnx", np.array(ids))[-1]
+        np.testing.assert_allclose(got, want, atol=1e-2, rtol=0)
 
 
 def test_second_build_is_a_no_op_and_force_rebuilds(home_with_tiny: Path) -> None:
@@ -111,10 +138,14 @@ def test_failed_build_leaves_nothing_and_keeps_the_previous_model(
 
 @pytest.mark.model  # it builds the tiny model up to its quantization
 def test_interrupted_build_leaves_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def interrupt(*args: object, **kwargs: object) -> Path:
-        raise KeyboardInterrupt
+    real_build_graph = build_module.build_graph
 
-    monkeypatch.setattr(build_module, "quantize_weights", interrupt)
+    def interrupt(hf_dir: Path, out_dir: Path, scheme: object, python: Path, cuda: bool) -> Path:
+        if scheme is not None:  # the fast model, after the standard one was built
+            raise KeyboardInterrupt
+        return real_build_graph(hf_dir, out_dir, scheme, python, cuda)
+
+    monkeypatch.setattr(build_module, "build_graph", interrupt)
     with pytest.raises(KeyboardInterrupt):
         build(BuildRequest(tiny=True), quiet=True)
     assert list(models_dir().iterdir()) == []
