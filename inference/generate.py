@@ -17,9 +17,10 @@ import numpy as np
 
 from inference import lookup
 from inference.model import Model
+from inference.names import boost, name_tokens
 from inference.repetition import ends_in_loop
 from inference.sampling import apply_allowed, greedy, sample
-from inference.tuning import PREFILL_CHUNK_TOKENS
+from inference.tuning import NAMES_BONUS_LOGITS, PREFILL_CHUNK_TOKENS
 
 
 class Finish(str, Enum):
@@ -52,6 +53,9 @@ class GenerationConfig:
     # choice, 1 and 2 give the alternatives an explicit request shows (branching where the
     # candidates differ most, on the KV cache the first one left).
     first_choice: int = 0
+    # What each known name still needs after the identifier at the cursor (inference/names.py):
+    # tokens that keep to one get NAMES_BONUS_LOGITS while the identifier lasts.
+    name_rests: tuple[str, ...] = ()
 
     @property
     def cache_key(self) -> tuple:
@@ -67,6 +71,7 @@ class GenerationConfig:
             self.stop_looping,
             self.constraint,
             self.first_choice,
+            self.name_rests,
         )
 
 
@@ -148,6 +153,7 @@ class Generation:
         self._holdback = max((len(s) for s in config.stop_strings), default=1) - 1
         self._start = 0.0
         self._k = config.draft_tokens  # adapted to how well drafts are doing in this generation
+        self._named: tuple[int, np.ndarray | None] = (-1, None)  # _naming's answer, by step
 
     def __iter__(self) -> Iterator[str]:
         self._start = time.perf_counter()
@@ -224,11 +230,26 @@ class Generation:
         done = self.model.tokenizer.decode(self.result.token_ids)
         return self.config.constraint[len(done) :]
 
+    def _naming(self) -> np.ndarray | None:
+        """The tokens that keep the output on a known name, while it spells one (else None)."""
+        if not self.config.name_rests:
+            return None
+        step = len(self.result.token_ids)
+        if self._named[0] != step:
+            done = self.model.tokenizer.decode(self.result.token_ids)
+            index = self.model.tokenizer.vocab_index
+            found = name_tokens(index, self.config.constraint, done, self.config.name_rests)
+            self._named = (step, found)
+        return self._named[1]
+
     def _choose(self, logits: np.ndarray) -> int:
         cfg = self.config
         remaining = self._remaining_constraint()
         if remaining:
             logits = apply_allowed(logits, self.model.tokenizer.vocab_index.allowed(remaining))
+        named = self._naming()
+        if named is not None:
+            logits = boost(logits, named, NAMES_BONUS_LOGITS)
         if cfg.first_choice and not self.result.token_ids:
             ranked = np.argsort(-logits)[cfg.first_choice]
             if not np.isfinite(logits[ranked]):
@@ -249,8 +270,8 @@ class Generation:
         """Guesses to verify beside the next token; `slot_room`: how many the KV slot still takes."""
         if self.config.draft_tokens <= 0 or self.config.temperature > 0:
             return []
-        if self._remaining_constraint():
-            return []  # drafts would bypass the constraint on the next tokens
+        if self._remaining_constraint() or self._naming() is not None:
+            return []  # drafts would bypass the constraint or the names' bonus on the next tokens
         room = min(self.config.max_new_tokens - self.result.new_tokens - 1, slot_room)
         k = min(self._k, room)
         context = self.prompt + self.result.token_ids

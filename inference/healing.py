@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -41,6 +42,23 @@ class VocabIndex:
         self.sorted_texts = [texts[i] for i in order]
         self.sorted_ids = np.asarray(order, dtype=np.int64)
         self.texts = texts
+
+    @cached_property
+    def word_enders(self) -> np.ndarray:
+        """Tokens that end an identifier: their text starts with a character none continues."""
+        ends = [i for i, t in enumerate(self.texts) if t and not (t[0].isalnum() or t[0] == "_")]
+        return np.asarray(ends, dtype=np.int64)
+
+    @cached_property
+    def word_lengths(self) -> np.ndarray:
+        """How many identifier characters each token's text starts with."""
+        lengths = np.zeros(len(self.texts), dtype=np.int64)
+        for i, text in enumerate(self.texts):
+            n = 0
+            while n < len(text) and (text[n].isalnum() or text[n] == "_"):
+                n += 1
+            lengths[i] = n
+        return lengths
 
     def starting_with(self, prefix: str) -> np.ndarray:
         lo = bisect_left(self.sorted_texts, prefix)

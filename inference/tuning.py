@@ -31,10 +31,17 @@ LOOP_PIECE_CHARS = (3, 32)  # a repeated piece this long: shorter runs (`0, 0, 0
 LOOP_END_TIMES = 4  # the decode loop stops at the fourth time in a row at the end of the text
 LOOP_LINE_TIMES = 3  # post-processing cuts at the third time within a line, or the third same line
 LOOP_TAIL_CHARS = 128  # how much of the end of the text the decode loop looks at, per token
+# Names that exist (inference/names.py): the bonus, in logits, of tokens that keep the identifier
+# at the cursor on a known name. Soft: a name the person is making up can still win.
+NAMES_BONUS_LOGITS = 16.0
 
 # -- Completion --------------------------------------------------------------------------------
 
 CHARS_PER_TOKEN = 3  # budgets in characters, and token counts before a tokenizer is loaded
+# Known names are offered to the model when the identifier at the cursor has this many characters
+# and no more than so many names start with it (more say little about which one is meant).
+NAMES_MIN_WORD_CHARS = 1
+NAMES_MAX_CANDIDATES = 64
 SINGLE_LINE_DEADLINE_S = 1.5
 MULTI_LINE_DEADLINE_S = 4.0
 DRAFT_TOKENS = 8

@@ -243,6 +243,9 @@ def _eval_workspace(args: argparse.Namespace) -> int:
     rows = WORKSPACE_ROWS if args.ablations else dict(list(WORKSPACE_ROWS.items())[:2])
     if args.workspace_only:
         rows = dict(list(WORKSPACE_ROWS.items())[1:2])
+    if args.rows:
+        wanted = [w.strip() for w in args.rows.split(",")]
+        rows = {k: v for k, v in WORKSPACE_ROWS.items() if any(w in k for w in wanted)}
     engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
     variants = tuple(args.models.split(","))
     report = run_workspace_eval(
@@ -348,6 +351,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--workspace-only",
         action="store_true",
         help="with --workspace: only the row with the workspace's context (no file-only row)",
+    )
+    e.add_argument(
+        "--rows",
+        metavar="TEXT,...",
+        help="with --workspace: the rows whose names contain one of these (e.g. "
+        "'workspace:,without names')",
     )
     e.set_defaults(func=_eval)
 

@@ -31,6 +31,7 @@ from lsp_server.context import (
     build_context,
     window_start,
 )
+from lsp_server.names import RepoNames, name_rests, word_before
 from lsp_server.positions import offset_at
 from lsp_server.postprocess import NEXT_LINE, RULES, Rule, Site
 from lsp_server.settings import Settings
@@ -50,6 +51,7 @@ class PipelineOptions:
     syntax_check: bool = True
     header: str = "comment"  # how the prompt names the file: "comment", "filename" or "none"
     suffix_scoring: bool = True  # rank candidates by how likely they make the code after them
+    names: bool = True  # keep an identifier's first tokens on names that exist (lsp_server.names)
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class Request:
     prefill_budget_s: float | None = None  # a colder prompt is planned short (coldContext)
     candidates: int = 1  # distinct items to answer with
     ahead: bool = False  # a prefetch: at a line's end, the suggestion for the line after it
+    repo_names: RepoNames | None = None  # names the repository defines (the index), by prefix
 
 
 def is_single_line(line_prefix: str, line_suffix: str, multiline: str) -> bool:
@@ -141,6 +144,7 @@ def plan_completion(
     step_lines: int = WINDOW_STEP_LINES,
     candidates: int = 1,
     repo: str = "",
+    repo_names: RepoNames | None = None,
 ) -> CompletionPlan:
     """Raises PositionError for a position outside the document. `tree`: `text` parsed.
     `budget_tokens`: the prompt's budget (default: the contextTokens setting). `candidates`:
@@ -175,6 +179,11 @@ def plan_completion(
         in_string and settings.multiline == "auto"
     )
     inside_word = bool(line_prefix) and (line_prefix[-1].isalnum() or line_prefix[-1] == "_")
+    word = word_before(line_prefix, line_suffix) if options.names else ""
+    rests: tuple[str, ...] = ()
+    if word:
+        around = text[: offset - len(word)] + text[offset:]
+        rests = name_rests(word, around, language_id, snippets, repo_names)
     after_space = line_prefix.endswith((" ", "\t")) and bool(line_prefix.strip())
     indented = bool(line_prefix) and not line_prefix.strip()
     config = GenerationConfig(
@@ -185,6 +194,7 @@ def plan_completion(
         draft_tokens=DRAFT_TOKENS,
         heal=options.heal and (inside_word or after_space or indented),
         stop_looping=True,
+        name_rests=rests,
     )
     # A FIM prompt already holds the code after the cursor.
     ranked = options.suffix_scoring and fim is None and (candidates > 1 or settings.suffixScoring)
@@ -214,6 +224,7 @@ def plan_for_engine(
     prefill_budget_s: float | None = None,
     candidates: int = 1,
     repo: str = "",
+    repo_names: RepoNames | None = None,
 ) -> CompletionPlan:
     """The plan with its route decided and its prompt encoded once, by the model that serves
     first on that route (its tokenizer counts the budget; its FIM template shapes the prompt).
@@ -237,6 +248,7 @@ def plan_for_engine(
             tree=tree,
             candidates=candidates,
             repo=repo,
+            repo_names=repo_names,
             **shape,  # type: ignore[arg-type]
         )
         tokens = serving.encode(made.prompt) if serving else None
@@ -289,5 +301,6 @@ def plan_at(
         prefill_budget_s=request.prefill_budget_s,
         candidates=request.candidates,
         repo=request.repo,
+        repo_names=request.repo_names,
     )
     return next_line_plan(plan) if request.ahead else plan

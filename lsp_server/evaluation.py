@@ -15,6 +15,7 @@ import statistics
 import sysconfig
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,10 @@ from lsp_server.completion import adds_syntax_errors, complete_at
 from lsp_server.completion_plan import Cursor, PipelineOptions, Request, plan_at
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.index import WorkspaceIndex
+from lsp_server.index.files import read_text
 from lsp_server.languages import EXTENSIONS
+from lsp_server.names import NAME, WORD_BEFORE, index_names, language_names
 from lsp_server.settings import Settings
-from lsp_server.snippet import Snippet
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
 
 CASES_PER_FILE = 4
@@ -66,6 +68,9 @@ class Scores:
     # between tokens (after `(`, `.`, a space): [cases, exact] each.
     mid_word: list[int] = field(default_factory=lambda: [0, 0])
     between: list[int] = field(default_factory=lambda: [0, 0])
+    # Shown suggestions that spell a name existing nowhere in the repository (nor the language);
+    # None when no repository was read (the file-list eval).
+    invented: int | None = None
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies_ms)
@@ -86,6 +91,7 @@ class Scores:
             "mid_word_exact": _share(self.mid_word),
             "between_tokens_cases": self.between[0],
             "between_tokens_exact": _share(self.between),
+            "invented_names": self.invented,
         }
 
 
@@ -208,7 +214,16 @@ def _cursor(case: Case) -> Cursor:
     return Cursor(case.document, case.line, case.character, case.language, uri)
 
 
-def tally(scores: Scores, case: Case, got: str, offset: int) -> None:
+def invents_a_name(document: str, offset: int, got: str, known: Collection[str]) -> bool:
+    """`got` spells an identifier (the one it finishes at the cursor included) that `known` lacks."""
+    word = WORD_BEFORE.search(document[:offset][-200:])
+    text = (word.group() if word else "") + got
+    return any(name not in known for name in NAME.findall(text))
+
+
+def tally(
+    scores: Scores, case: Case, got: str, offset: int, known: Collection[str] | None = None
+) -> None:
     scores.cases += 1
     right = got.strip() == case.expected.strip()
     scores.exact += right
@@ -219,6 +234,9 @@ def tally(scores: Scores, case: Case, got: str, offset: int) -> None:
     if got:
         scores.shown += 1
         scores.syntax_errors += adds_syntax_errors(case.document, offset, got, case.language)
+    if known is not None:
+        invented = bool(got) and invents_a_name(case.document, offset, got, known)
+        scores.invented = (scores.invented or 0) + invented
 
 
 def run_eval(
@@ -239,15 +257,16 @@ def run_eval(
 
 def print_report(report: dict[str, dict[str, dict[str, Any]]], cases: int) -> None:
     print(f"line completion, {cases} cursor positions cut inside real lines\n")
-    head = "| pipeline | model | exact match % | edit similarity % | mid-word exact % (n) | between tokens exact % (n) | shown | syntax errors % of shown | p50 ms | p95 ms | context p50 ms |"
+    head = "| pipeline | model | exact match % | edit similarity % | mid-word exact % (n) | between tokens exact % (n) | shown | syntax errors % of shown | names nowhere in the repository | p50 ms | p95 ms | context p50 ms |"
     print(head)
-    print("|" + "---|" * 11)
+    print("|" + "---|" * 12)
     for name, variants in report.items():
         for variant, s in variants.items():
             print(
                 f"| {name} | {variant} | {s['exact_match']} | {s['edit_similarity']} | "
                 f"{s['mid_word_exact']} ({s['mid_word_cases']}) | "
-                f"{s['between_tokens_exact']} ({s['between_tokens_cases']}) | {s['shown']} | {s['syntax_error_rate']} | {s['latency_p50_ms']} | "
+                f"{s['between_tokens_exact']} ({s['between_tokens_cases']}) | {s['shown']} | {s['syntax_error_rate']} | "
+                f"{'-' if s['invented_names'] is None else s['invented_names']} | {s['latency_p50_ms']} | "
                 f"{s['latency_p95_ms']} | {s['context_p50_ms'] or '-'} |"
             )
 
@@ -262,6 +281,7 @@ class RepoRow:
     index_snippets: bool = True
     definitions: bool = True
     suffix_scoring: bool = True
+    names: bool = True  # names that exist (lsp_server/names.py)
 
 
 WORKSPACE_ROWS = {
@@ -270,6 +290,7 @@ WORKSPACE_ROWS = {
     "without workspace snippets": RepoRow(index_snippets=False),
     "without symbol definitions": RepoRow(definitions=False),
     "without suffix scoring": RepoRow(suffix_scoring=False),
+    "without names that exist": RepoRow(names=False),
 }
 
 
@@ -308,6 +329,8 @@ def run_workspace_eval(
     exclusions = Exclusions(root)
     index = WorkspaceIndex(root, store_dir, exclusions=exclusions)
     index.build()
+    repo_known = repository_names(index)
+    known: dict[str, set[str]] = {}  # by language: the repository's names and the language's
     for variant in variants:
         engine.load(variant)
     scores = {(name, v): Scores() for name in rows for v in variants}
@@ -327,18 +350,36 @@ def run_workspace_eval(
                 started = time.perf_counter()
                 snippets = chooser.choose(uri, case.document, case.line, sources)
                 context_ms = (time.perf_counter() - started) * 1000
-                options = PipelineOptions(suffix_scoring=row.suffix_scoring)
+                options = PipelineOptions(suffix_scoring=row.suffix_scoring, names=row.names)
+                request = Request(
+                    snippets=tuple(snippets),
+                    repo=root.name,
+                    repo_names=index_names(index, index.relative(case.path)) if used else None,
+                )
+                if case.language not in known:
+                    known[case.language] = repo_known | language_names(case.language)
                 _score_case(
                     engine,
                     case,
                     variant,
                     options,
-                    snippets,
+                    request,
                     scores[name, variant],
                     context_ms,
-                    root.name,
+                    known[case.language],
                 )
     return {name: {v: scores[name, v].summary() for v in variants} for name in rows}
+
+
+def repository_names(index: WorkspaceIndex) -> set[str]:
+    """Every identifier in the indexed files: a suggestion's name outside these (and the
+    language's) exists nowhere in the repository."""
+    names: set[str] = set()
+    for rel in index.paths():
+        text = read_text(index.root / rel, index.limits)
+        if text is not None:
+            names.update(NAME.findall(text))
+    return names
 
 
 def _score_case(
@@ -346,16 +387,14 @@ def _score_case(
     case: Case,
     variant: str,
     options: PipelineOptions,
-    snippets: list[Snippet],
+    request: Request,
     scores: Scores,
     context_ms: float,
-    repo: str = "",
+    known: Collection[str] | None = None,
 ) -> None:
     settings = dataclasses.replace(
         EVAL_SETTINGS, fastMode=variant == FAST, suffixScoring=options.suffix_scoring
     )
-
-    request = Request(snippets=tuple(snippets), repo=repo)
     warm = plan_at(engine, _cursor(case), settings, request, options)
     if warm.serving is not None and warm.prompt.strip():
         engine.warm(warm.serving, warm.prompt, warm.tokens, threading.Event(), warm.config.heal)
@@ -365,4 +404,4 @@ def _score_case(
     )
     scores.latencies_ms.append((time.perf_counter() - started) * 1000)
     scores.context_ms.append(context_ms)
-    tally(scores, case, done.text, made.offset)
+    tally(scores, case, done.text, made.offset, known)

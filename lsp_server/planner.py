@@ -13,6 +13,7 @@ from lsp_server.completion_plan import CompletionPlan, Cursor, Request, plan_at
 from lsp_server.context import AboveWindow, cursor_place
 from lsp_server.documents import Snapshot, around_cursor
 from lsp_server.index import Indexer
+from lsp_server.names import index_names
 from lsp_server.parts import Parts
 from lsp_server.positions import offset_at
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
@@ -81,6 +82,7 @@ class Planner:
         index = self._indexer.index
         chosen = self.snippets.choose(snap.uri, snap.text, view.line, self._sources(snap))
         cold = cold_ok and settings.coldContext
+        searched = index if settings.workspaceIndex else None
         return Request(
             snippets=tuple(chosen),
             repo=index.root.name if index else "",
@@ -88,6 +90,7 @@ class Planner:
             prefill_budget_s=settings.coldPrefillMs / 1000 if cold else None,
             candidates=candidates,
             ahead=ahead,
+            repo_names=index_names(searched, searched.relative(snap.uri)) if searched else None,
         )
 
     def _sources(self, snap: Snapshot) -> RepoSources:

@@ -8,7 +8,7 @@ import pytest
 
 from inference.engine import Engine, EngineConfig
 from lsp_server.completion_plan import PipelineOptions
-from lsp_server.evaluation import collect_cases, edit_similarity, evaluate
+from lsp_server.evaluation import collect_cases, edit_similarity, evaluate, invents_a_name
 
 CODE = "\n".join(
     [
@@ -33,6 +33,15 @@ def test_edit_similarity() -> None:
     assert edit_similarity("abc", "abd") == pytest.approx(2 / 3)
     assert edit_similarity("", "") == 1.0
     assert edit_similarity("", "xy") == 0.0
+
+
+def test_invented_names_count_the_identifier_finished_at_the_cursor() -> None:
+    known = {"config", "load", "x"}
+    doc = "x = conf"
+    assert not invents_a_name(doc, len(doc), "ig.load()", known)
+    assert invents_a_name(doc, len(doc), "iguration", known)  # "configuration": nowhere
+    assert invents_a_name(doc, len(doc), "ig.reload()", known)
+    assert not invents_a_name("x = ", 4, "", known)
 
 
 def test_cases_are_deterministic_cuts_inside_real_lines(tmp_path: Path) -> None:

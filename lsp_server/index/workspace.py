@@ -13,6 +13,7 @@ import hashlib
 import os
 import threading
 import time
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ class WorkspaceIndex:
         self._files: dict[str, FileMeta] = {}
         self._by_name: dict[str, list[Definition]] = {}
         self._version = 0
+        self._sorted_names: tuple[int, list[str]] = (-1, [])  # (version, sorted _by_name)
 
     # -- what callers ask -------------------------------------------------------------------
 
@@ -142,6 +144,25 @@ class WorkspaceIndex:
                 if len(first) >= limit:
                     break
         return (first + more)[:limit]
+
+    def paths(self) -> list[str]:
+        """The indexed files, relative to the root."""
+        with self._lock:
+            return sorted(self._files)
+
+    def defined_names(self, prefix: str, *, skip: Collection[str] = (), limit: int) -> list[str]:
+        """Names defined outside `skip` that start with `prefix`, in order: at most `limit`."""
+        out: list[str] = []
+        with self._lock:
+            if self._sorted_names[0] != self._version:
+                self._sorted_names = (self._version, sorted(self._by_name))
+            names = self._sorted_names[1]
+            for name in names[bisect_left(names, prefix) :]:
+                if not name.startswith(prefix) or len(out) >= limit:
+                    break
+                if any(d.path not in skip for d in self._by_name[name]):
+                    out.append(name)
+        return out
 
     # -- building and keeping it current ----------------------------------------------------
 
