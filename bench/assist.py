@@ -84,6 +84,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "prefetch": False,
     },
     "standard": {"fastMode": False},
+    "fast without known names": {"fastMode": True, "knownNames": False},
 }
 NEWLINE_KEY = re.compile(r"\n[ \t]*")
 

@@ -207,7 +207,9 @@ class Generation:
                 logits = self._forward(slot, [token, *drafts], 1 + len(drafts))
                 kept = 0
                 for i, guess in enumerate(drafts):
-                    if greedy(logits[i]) != guess:
+                    # Checked as the choice would be made: a draft is kept only where the
+                    # names' bonus would have picked it too.
+                    if greedy(self._steer(logits[i])) != guess:
                         break
                     kept += 1
                     yield from self._accept(guess)
@@ -242,14 +244,17 @@ class Generation:
             self._named = (step, found)
         return self._named[1]
 
-    def _choose(self, logits: np.ndarray) -> int:
-        cfg = self.config
+    def _steer(self, logits: np.ndarray) -> np.ndarray:
+        """The logits as this step chooses from them: healing's constraint, the names' bonus."""
         remaining = self._remaining_constraint()
         if remaining:
             logits = apply_allowed(logits, self.model.tokenizer.vocab_index.allowed(remaining))
         named = self._naming()
-        if named is not None:
-            logits = boost(logits, named, NAMES_BONUS_LOGITS)
+        return logits if named is None else boost(logits, named, NAMES_BONUS_LOGITS)
+
+    def _choose(self, logits: np.ndarray) -> int:
+        cfg = self.config
+        logits = self._steer(logits)
         if cfg.first_choice and not self.result.token_ids:
             ranked = np.argsort(-logits)[cfg.first_choice]
             if not np.isfinite(logits[ranked]):
@@ -270,8 +275,8 @@ class Generation:
         """Guesses to verify beside the next token; `slot_room`: how many the KV slot still takes."""
         if self.config.draft_tokens <= 0 or self.config.temperature > 0:
             return []
-        if self._remaining_constraint() or self._naming() is not None:
-            return []  # drafts would bypass the constraint or the names' bonus on the next tokens
+        if self._remaining_constraint():
+            return []  # drafts would bypass the constraint on the next tokens
         room = min(self.config.max_new_tokens - self.result.new_tokens - 1, slot_room)
         k = min(self._k, room)
         context = self.prompt + self.result.token_ids

@@ -36,7 +36,7 @@ def name_tokens(
     parts = [_spelling(index, target) for target in targets if target]
     if "" in targets:
         parts.append(index.word_enders)
-    return np.unique(np.concatenate(parts))
+    return np.concatenate(parts)  # repeated ids are boosted once (numpy's fancy assignment)
 
 
 def _spelling(index: VocabIndex, target: str) -> np.ndarray:

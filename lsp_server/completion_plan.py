@@ -179,7 +179,8 @@ def plan_completion(
         in_string and settings.multiline == "auto"
     )
     inside_word = bool(line_prefix) and (line_prefix[-1].isalnum() or line_prefix[-1] == "_")
-    word = word_before(line_prefix, line_suffix) if options.names else ""
+    named = options.names and settings.knownNames
+    word = word_before(line_prefix, line_suffix) if named else ""
     rests: tuple[str, ...] = ()
     if word:
         around = text[: offset - len(word)] + text[offset:]

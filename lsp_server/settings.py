@@ -49,6 +49,9 @@ class Settings:
     # Rank automatic completions' candidates by the code after the cursor (an explicit request
     # always ranks its alternatives); costs two more short generations per request.
     suffixScoring: bool = False
+    # Keep the identifier at the cursor on names that exist (the file's, the repository's, the
+    # language's) while the model spells it (lsp_server.names).
+    knownNames: bool = True
     # A suggestion passed over this many times at one place (shown, then the person asks
     # elsewhere without typing or accepting it) is held back there until the code around it
     # changes (0: never held back; lsp_server.rejections).
@@ -194,6 +197,7 @@ VALIDATORS = {
     "coldPrefillMs": _int_in(10, 5000),
     "workspaceIndex": _bool,
     "suffixScoring": _bool,
+    "knownNames": _bool,
     "rejectAfterShows": _int_in(0, 100),
     "retentionChecksS": _checks,
     "preloadStandard": _bool,

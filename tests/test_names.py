@@ -90,6 +90,8 @@ def test_the_identifier_being_typed_is_not_a_known_name() -> None:
         text, 1, 10, Settings(), language_id="python", options=PipelineOptions(names=False)
     )
     assert off.config.name_rests == ()
+    unset = plan_completion(text, 1, 10, Settings(knownNames=False), language_id="python")
+    assert unset.config.name_rests == ()
 
 
 def test_too_many_names_say_nothing() -> None:
