@@ -339,7 +339,8 @@ def main() -> int:
         f"identical outputs {lookup['identical_outputs']}/{lookup['positions']}, "
         f"{lookup['effective_ms_per_token']} ms per generated token"
     )
-    figures = {label: build_figures(path, corpus_text()) for label, path in builds.items()}
+    text = corpus_text()
+    figures = {label: build_figures(path, text) for label, path in builds.items()}
     print("\nbuilds:")
     print_table(figures)
     checks = targets(rows)

@@ -183,8 +183,9 @@ def plan_completion(
     word = word_before(line_prefix, line_suffix) if named else ""
     rests: tuple[str, ...] = ()
     if word:
-        around = text[: offset - len(word)] + text[offset:]
-        rests = name_rests(word, around, language_id, snippets, repo_names)
+        rests = name_rests(
+            word, text, language_id, snippets, repo_names, typed_at=offset - len(word)
+        )
     after_space = line_prefix.endswith((" ", "\t")) and bool(line_prefix.strip())
     indented = bool(line_prefix) and not line_prefix.strip()
     config = GenerationConfig(

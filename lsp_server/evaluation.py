@@ -27,8 +27,8 @@ from lsp_server.completion_plan import Cursor, PipelineOptions, Request, plan_at
 from lsp_server.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.index import WorkspaceIndex
 from lsp_server.index.files import read_text
-from lsp_server.languages import EXTENSIONS
-from lsp_server.names import NAME, WORD_BEFORE, index_names, language_names
+from lsp_server.languages import EXTENSIONS, language_names
+from lsp_server.names import NAME, index_names, word_before
 from lsp_server.settings import Settings
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
 
@@ -216,8 +216,8 @@ def _cursor(case: Case) -> Cursor:
 
 def invents_a_name(document: str, offset: int, got: str, known: Collection[str]) -> bool:
     """`got` spells an identifier (the one it finishes at the cursor included) that `known` lacks."""
-    word = WORD_BEFORE.search(document[:offset][-200:])
-    text = (word.group() if word else "") + got
+    line_prefix = document[document.rfind("\n", 0, offset) + 1 : offset]
+    text = word_before(line_prefix, "") + got
     return any(name not in known for name in NAME.findall(text))
 
 

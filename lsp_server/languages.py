@@ -4,6 +4,8 @@ the context builder and definitions read, which are shared across our grammars."
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import re
 from dataclasses import dataclass
 
@@ -22,6 +24,32 @@ class Language:
     extensions: tuple[str, ...] = ()  # files that are this language, for callers with no editor
     indexed_extensions: tuple[str, ...] = ()  # more that only the index reads as this language
     fence: str | None = None  # markdown fence name, where it differs from the id
+    # Keywords and built-ins: names that exist in any file of the language (lsp_server.names)
+    names: frozenset[str] = frozenset()
+
+
+_JS_NAMES = """
+    async await break case catch class const constructor continue debugger default delete do
+    else export extends false finally for from function if import in instanceof let new null
+    of return static super switch this throw true try typeof undefined var void while yield
+    interface type enum implements private protected public readonly abstract declare keyof
+    namespace never unknown string number boolean any object symbol bigint
+    console Object Array Promise JSON Math Number String Boolean Date Error Map Set RegExp
+    Symbol parseInt parseFloat setTimeout clearTimeout setInterval clearInterval require module
+    exports process Buffer globalThis window document
+"""
+_GO_NAMES = """
+    break case chan const continue default defer else fallthrough for func go goto if import
+    interface map package range return select struct switch type var nil true false append cap
+    close copy delete len make new panic print println recover string int int64 int32 uint8
+    byte rune float64 bool error any
+"""
+_RUST_NAMES = """
+    as async await break const continue crate dyn else enum extern false fn for if impl in let
+    loop match mod move mut pub ref return self Self static struct super trait true type unsafe
+    use where while Some None Ok Err Box Vec String Option Result println format vec i32 i64 u8
+    u32 u64 usize f64 bool str
+"""
 
 
 def _js(
@@ -32,20 +60,44 @@ def _js(
     indexed: tuple[str, ...] = (),
 ) -> Language:
     """JavaScript and TypeScript, each plain and with JSX: `//` comments, one definitions reader."""
-    return Language(language_id, "//", grammar, "javascript", extensions, indexed, fence)
+    names = frozenset(_JS_NAMES.split())
+    return Language(language_id, "//", grammar, "javascript", extensions, indexed, fence, names)
 
 
 _JS = ("tree_sitter_javascript", "language")
 _TS = "tree_sitter_typescript"
-# Rows in field order: id, comment, grammar, definitions, extensions, indexed_extensions, fence.
+# Rows in field order: id, comment, grammar, definitions, extensions, indexed_extensions, fence,
+# names.
 LANGUAGES: tuple[Language, ...] = (
-    Language("python", "#", ("tree_sitter_python", "language"), "python", (".py",), (".pyi",)),
+    Language(
+        "python",
+        "#",
+        ("tree_sitter_python", "language"),
+        "python",
+        (".py",),
+        (".pyi",),
+        names=frozenset(keyword.kwlist + keyword.softkwlist + dir(builtins)),
+    ),
     _js("javascript", _JS, "js", ".js", ".mjs", indexed=(".cjs",)),
     _js("javascriptreact", _JS, "jsx", ".jsx"),
     _js("typescript", (_TS, "language_typescript"), "ts", ".ts", indexed=(".mts", ".cts")),
     _js("typescriptreact", (_TS, "language_tsx"), "tsx", ".tsx"),
-    Language("go", "//", ("tree_sitter_go", "language"), "go", (".go",)),
-    Language("rust", "//", ("tree_sitter_rust", "language"), "rust", (".rs",)),
+    Language(
+        "go",
+        "//",
+        ("tree_sitter_go", "language"),
+        "go",
+        (".go",),
+        names=frozenset(_GO_NAMES.split()),
+    ),
+    Language(
+        "rust",
+        "//",
+        ("tree_sitter_rust", "language"),
+        "rust",
+        (".rs",),
+        names=frozenset(_RUST_NAMES.split()),
+    ),
     # No grammar here: a comment marker only (their files reach the index as TEXT_SOURCES).
     *(Language(name, "#") for name in ("ruby", "shellscript", "yaml", "toml", "r")),
     *(
@@ -72,6 +124,12 @@ TEXT_SOURCES = frozenset(
     }
 )
 SOURCE_EXTENSIONS = frozenset(INDEXED_EXTENSIONS) | TEXT_SOURCES
+
+
+def language_names(language_id: str) -> frozenset[str]:
+    """The language's keywords and built-ins (none for a language not in the table)."""
+    lang = _BY_ID.get(language_id)
+    return frozenset() if lang is None else lang.names
 
 
 def grammar(language_id: str) -> tuple[str, str] | None:

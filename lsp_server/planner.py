@@ -12,7 +12,7 @@ from lsp_server.completion import Completion, complete_at, run_completion
 from lsp_server.completion_plan import CompletionPlan, Cursor, Request, plan_at
 from lsp_server.context import AboveWindow, cursor_place
 from lsp_server.documents import Snapshot, around_cursor
-from lsp_server.index import Indexer
+from lsp_server.index import Indexer, WorkspaceIndex
 from lsp_server.names import index_names
 from lsp_server.parts import Parts
 from lsp_server.positions import offset_at
@@ -82,7 +82,7 @@ class Planner:
         index = self._indexer.index
         chosen = self.snippets.choose(snap.uri, snap.text, view.line, self._sources(snap))
         cold = cold_ok and settings.coldContext
-        searched = index if settings.workspaceIndex else None
+        searched = self._searched()
         return Request(
             snippets=tuple(chosen),
             repo=index.root.name if index else "",
@@ -93,9 +93,12 @@ class Planner:
             repo_names=index_names(searched, searched.relative(snap.uri)) if searched else None,
         )
 
+    def _searched(self) -> WorkspaceIndex | None:
+        """The workspace index, when the settings let prompts use it."""
+        return self._indexer.index if self._settings().workspaceIndex else None
+
     def _sources(self, snap: Snapshot) -> RepoSources:
-        index = self._indexer.index if self._settings().workspaceIndex else None
-        return RepoSources(snap.others, index, self._indexer.exclusions)
+        return RepoSources(snap.others, self._searched(), self._indexer.exclusions)
 
     def run(
         self, plan: CompletionPlan, snap: Snapshot, view: View, cancel: threading.Event
