@@ -85,6 +85,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     },
     "standard": {"fastMode": False},
     "fast without known names": {"fastMode": True, "knownNames": False},
+    "fast without recent edits": {"fastMode": True, "recentEdits": False},
+    "fast without the gate": {"fastMode": True, "showGate": False},
+    # The gate labels every suggestion but holds none back: what it learns from (its file is
+    # left in the server's home; bench/gate_seed.py fits the seed weights from it).
+    "fast with the gate observing": {"fastMode": True, "showGateThreshold": 0.0},
 }
 NEWLINE_KEY = re.compile(r"\n[ \t]*")
 
@@ -166,7 +171,11 @@ def gaps(typed: str, seed: int) -> list[float]:
     return human_gaps(typed, seed)
 
 
-def python_files() -> tuple[list[Path], list[Path]]:
+def python_files(folder: Path | None = None) -> tuple[list[Path], list[Path]]:
+    """This project's and the standard library's files, or `folder`'s (both halves)."""
+    if folder is not None:
+        mine = sorted(p for p in folder.rglob("*.py") if p.name != "__init__.py")
+        return mine, mine
     project = [
         p
         for folder in ("lsp_server", "inference")
@@ -202,10 +211,11 @@ def pick_region(path: Path, rng: random.Random, max_chars: int) -> Region | None
     return Region(shown_path, a, before, typed, after)
 
 
-def regions(count: int, seed: int, max_chars: int) -> list[Region]:
-    """`count` regions, alternating project and standard-library files (half each)."""
+def regions(count: int, seed: int, max_chars: int, folder: Path | None = None) -> list[Region]:
+    """`count` regions, alternating project and standard-library files (half each), or all from
+    `folder`'s files."""
     rng = random.Random(seed)
-    project, stdlib = python_files()
+    project, stdlib = python_files(folder)
     picked: list[Region] = []
     seen: set[tuple[str, int]] = set()
     tries = 0
@@ -321,6 +331,8 @@ async def run_config(
         "shown": shown,
         "accepted": accepted,
         "accepted_share": round(accepted / shown, 3) if shown else None,
+        "held_back": server.get("held_back", 0),  # by the show gate
+        "gate": stats.get("gate", {}),
         "requests": sum(r.requests for r in replays),
         "answered": sum(r.answered for r in replays),
         "answered_late": sum(r.late for r in replays),
@@ -344,6 +356,7 @@ COLUMNS = (
     ("shown", "shown"),
     ("accepted", "accepted"),
     ("acc/shown", "accepted_share"),
+    ("held back", "held_back"),
     ("p50 ms", "latency_p50_ms"),
     ("p95 ms", "latency_p95_ms"),
 )
@@ -370,6 +383,9 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument(
+        "--files", type=Path, help="pick the regions from this folder's Python files instead"
+    )
+    parser.add_argument(
         "--configs", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: all)"
     )
     parser.add_argument(
@@ -389,7 +405,7 @@ def main() -> int:
         unknown = [c for c in labels if c not in CONFIGS]
         if unknown:
             parser.error(f"unknown config(s) {unknown}: choose from {list(CONFIGS)}")
-    cases = regions(count, args.seed, max_chars)
+    cases = regions(count, args.seed, max_chars, args.files)
     chars = sum(len(c.typed) for c in cases)
     print(f"{len(cases)} regions, {chars} characters", file=sys.stderr)
     results = []

@@ -67,6 +67,7 @@ class EngineResult:
     cached: bool
     fallback_reason: str | None  # why the route's first model did not serve; None when it did
     generation: GenerationResult | None  # None for cache hits and remote answers
+    logprobs: tuple[float, ...] = ()  # each token's, when a local model made it (cached too)
 
     @property
     def fallback(self) -> bool:
@@ -264,7 +265,16 @@ class Engine:
             self.metrics.count(mid, "cache_hits")
             if on_text:
                 on_text(hit["text"])
-            return EngineResult(hit["text"], variant, mid, Finish(hit["finish"]), True, None, None)
+            return EngineResult(
+                hit["text"],
+                variant,
+                mid,
+                Finish(hit["finish"]),
+                True,
+                None,
+                None,
+                tuple(hit.get("logprobs", ())),
+            )
         generation = Generation(model, ids, config, cancel, pause)
         text = ""
         try:
@@ -278,8 +288,11 @@ class Engine:
         res = generation.result
         self._record(mid, res)
         if res.finish in CACHEABLE and config.max_new_tokens > 0:
-            self.cache.put(key, {"text": res.text, "finish": res.finish.value})
-        return EngineResult(res.text, variant, mid, res.finish, False, None, res)
+            entry = {"text": res.text, "finish": res.finish.value, "logprobs": res.logprobs}
+            self.cache.put(key, entry)
+        return EngineResult(
+            res.text, variant, mid, res.finish, False, None, res, tuple(res.logprobs)
+        )
 
     def _generate_remote(
         self,

@@ -56,6 +56,9 @@ class GenerationConfig:
     # What each known name still needs after the identifier at the cursor (inference/names.py):
     # tokens that keep to one get NAMES_BONUS_LOGITS while the identifier lasts.
     name_rests: tuple[str, ...] = ()
+    # The bonus before the output has spelled any of a name (NAMES_BONUS_LOGITS after): less
+    # for names offered where none is typed yet, so that they are a nudge, not a mask.
+    names_first_bonus: float = NAMES_BONUS_LOGITS
 
     @property
     def cache_key(self) -> tuple:
@@ -72,6 +75,7 @@ class GenerationConfig:
             self.constraint,
             self.first_choice,
             self.name_rests,
+            self.names_first_bonus,
         )
 
 
@@ -79,6 +83,9 @@ class GenerationConfig:
 class GenerationResult:
     text: str = ""
     token_ids: list[int] = field(default_factory=list)
+    # Each chosen token's log-probability under the model's own logits (before any bonus): how
+    # sure the model was, for the show-or-stay-quiet gate (lsp_server.show_gate).
+    logprobs: list[float] = field(default_factory=list)
     finish: Finish = Finish.LENGTH
     prompt_tokens: int = 0  # after trimming to the KV slot
     trimmed_tokens: int = 0  # cut from the prompt's start so that it fits the KV slot
@@ -120,6 +127,12 @@ def fit_prompt(ids: list[int], model: Model, config: GenerationConfig) -> list[i
     return ids[len(ids) - limit :]
 
 
+def logprob(logits: np.ndarray, token: int) -> float:
+    """log softmax(logits)[token]."""
+    top = float(logits.max())
+    return float(logits[token]) - top - float(np.log(np.exp(logits - top).sum()))
+
+
 class _Stop(Exception):
     def __init__(self, finish: Finish) -> None:
         self.finish = finish
@@ -153,7 +166,11 @@ class Generation:
         self._holdback = max((len(s) for s in config.stop_strings), default=1) - 1
         self._start = 0.0
         self._k = config.draft_tokens  # adapted to how well drafts are doing in this generation
-        self._named: tuple[int, np.ndarray | None] = (-1, None)  # _naming's answer, by step
+        self._named: tuple[int, np.ndarray | None, float] = (
+            -1,
+            None,
+            0.0,
+        )  # _naming's answer, by step
 
     def __iter__(self) -> Iterator[str]:
         self._start = time.perf_counter()
@@ -199,9 +216,10 @@ class Generation:
             self.result.prefill_s = slot.compute_s - computed_before
             if self.config.max_new_tokens <= 0:
                 raise _Stop(Finish.LENGTH)
-            token = self._choose(logits[-1])
+            row = logits[-1]
+            token = self._choose(row)
             while True:
-                yield from self._accept(token)
+                yield from self._accept(token, row)
                 drafts = self._drafts(slot.capacity - len(slot) - 1)
                 base = len(slot)
                 logits = self._forward(slot, [token, *drafts], 1 + len(drafts))
@@ -212,12 +230,13 @@ class Generation:
                     if greedy(self._steer(logits[i])) != guess:
                         break
                     kept += 1
-                    yield from self._accept(guess)
+                    yield from self._accept(guess, logits[i])
                 self.result.drafted += len(drafts)
                 self.result.accepted += kept
                 self._adapt(len(drafts), kept)
                 slot.truncate(base + 1 + kept)  # KV of rejected guesses is stale
-                token = self._choose(logits[kept])
+                row = logits[kept]
+                token = self._choose(row)
         except _Stop as stop:
             self.result.finish = stop.finish
         self.result.text = self._final_text()
@@ -232,25 +251,28 @@ class Generation:
         done = self.model.tokenizer.decode(self.result.token_ids)
         return self.config.constraint[len(done) :]
 
-    def _naming(self) -> np.ndarray | None:
-        """The tokens that keep the output on a known name, while it spells one (else None)."""
+    def _naming(self) -> tuple[np.ndarray | None, float]:
+        """The tokens that keep the output on a known name while it spells one (else None), and
+        their bonus."""
         if not self.config.name_rests:
-            return None
+            return None, 0.0
         step = len(self.result.token_ids)
         if self._named[0] != step:
             done = self.model.tokenizer.decode(self.result.token_ids)
             index = self.model.tokenizer.vocab_index
             found = name_tokens(index, self.config.constraint, done, self.config.name_rests)
-            self._named = (step, found)
-        return self._named[1]
+            begun = len(done) > len(self.config.constraint)
+            bonus = NAMES_BONUS_LOGITS if begun else self.config.names_first_bonus
+            self._named = (step, found, bonus)
+        return self._named[1], self._named[2]
 
     def _steer(self, logits: np.ndarray) -> np.ndarray:
         """The logits as this step chooses from them: healing's constraint, the names' bonus."""
         remaining = self._remaining_constraint()
         if remaining:
             logits = apply_allowed(logits, self.model.tokenizer.vocab_index.allowed(remaining))
-        named = self._naming()
-        return logits if named is None else boost(logits, named, NAMES_BONUS_LOGITS)
+        named, bonus = self._naming()
+        return logits if named is None else boost(logits, named, bonus)
 
     def _choose(self, logits: np.ndarray) -> int:
         cfg = self.config
@@ -286,13 +308,15 @@ class Generation:
             drafts = lookup.draft(context, 1, min_ngram=1)
         return drafts
 
-    def _accept(self, token: int) -> Iterator[str]:
-        """Record one chosen token, apply the stop rules, and yield newly final text."""
+    def _accept(self, token: int, logits: np.ndarray) -> Iterator[str]:
+        """Record one chosen token (chosen from `logits`), apply the stop rules, and yield newly
+        final text."""
         if self.result.ttft_s is None:
             self.result.ttft_s = time.perf_counter() - self._start
         if token in self.model.eos_ids:
             raise _Stop(Finish.EOS)
         self.result.token_ids.append(token)
+        self.result.logprobs.append(logprob(logits, token))
         text = self._text()
         cut = self._cut(text)
         if cut is not None:

@@ -36,6 +36,9 @@ LOOP_TAIL_CHARS = 128  # how much of the end of the text the decode loop looks a
 # 24 gained 3; a mask (1e9) lost 4, since float32 cannot order logits that large. At 16 a name
 # being made up wins only where the model is all but certain of it.
 NAMES_BONUS_LOGITS = 16.0
+# Where a name may begin and none is typed yet, the names the person's recent edits brought in
+# get this much: a nudge toward what was just defined, not a mask.
+RECENT_NAMES_BONUS_LOGITS = 4.0
 
 # -- Completion --------------------------------------------------------------------------------
 
@@ -116,3 +119,43 @@ INDEX_PROGRESS_EVERY_S = 0.5
 RETENTION_CHECKS_S = (30, 120)  # seconds after acceptance; Copilot's figures
 LOG_BYTES = 5 << 20
 LOG_BACKUP_FILES = 3
+
+# -- Recent edits (lsp_server.recent_edits) ----------------------------------------------------
+
+RECENT_EDITS_KEPT = 16  # hunks the workspace remembers
+RECENT_EDITS_IN_PROMPT = 3  # the most recent ones a prompt quotes
+RECENT_EDIT_MERGE_LINES = 3  # an edit this close to the hunk being written joins it
+RECENT_EDIT_CONTEXT_LINES = 1  # lines quoted around a hunk
+RECENT_EDIT_ENCLOSING_LINES = 2  # the lines that enclose it (its def, its class)
+RECENT_EDIT_MAX_CHARS = 600
+# A hunk of the document being edited this close above the cursor is in the prompt's window.
+RECENT_EDIT_NEAR_LINES = 64
+
+# -- Show or stay quiet (lsp_server.show_gate) -------------------------------------------------
+
+GATE_LANGUAGES = ("python", "typescript", "javascript", "go", "rust")  # a learned bias each
+# A suggestion the gate gives less than this chance of being taken is held back (the
+# showGateThreshold setting). On the seed's labels 0.05 kept 97 of 98 taken and 354 of 686 shown,
+# 0.1 kept 97 and 271; on the unseen replay 0.1 cost ~10 keys of 1,920 (README).
+GATE_MIN_PROBABILITY = 0.05
+# Before any label of this person's: fitted by bench/gate_seed.py on 686 labels (98 taken) of
+# `bench.assist --configs "fast with the gate observing" --files <MCP Python> --seed 11
+# --regions 24`, a repository the reported replays do not type. Rests being typed through are
+# rarely taken (a right suggestion is accepted when first shown), long ones less than short ones.
+GATE_SEED_WEIGHTS: dict[str, float] = {
+    "bias": 0.30,
+    "mean_logprob": -0.14,
+    "least_logprob": 0.11,
+    "first_logprob": 0.15,
+    "log_chars": -1.42,
+    "multi_line": 0.48,
+    "line_start": 1.41,
+    "mid_word": 0.38,
+    "prefetch": -0.76,
+    "typed_through": -6.64,
+    "lang_python": 0.30,
+}
+GATE_PRIOR_WEIGHT = 50.0  # labels' worth of pull toward the seed in each refit
+GATE_REFIT_LABELS = 20  # the weights are refit (and saved) after this many new labels
+GATE_SAMPLES_KEPT = 2000  # labels kept per workspace, the newest
+GATE_PENDING_PER_DOCUMENT = 4  # suggestions awaiting a label, per document

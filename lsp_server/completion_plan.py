@@ -19,6 +19,8 @@ from inference.tuning import (
     CHARS_PER_TOKEN,
     DRAFT_TOKENS,
     MULTI_LINE_DEADLINE_S,
+    NAMES_BONUS_LOGITS,
+    RECENT_NAMES_BONUS_LOGITS,
     SCORED_SUFFIX_CHARS,
     SCORED_SUFFIX_LINES,
     SHORT_MIN_TOKENS,
@@ -31,7 +33,7 @@ from lsp_server.context import (
     build_context,
     window_start,
 )
-from lsp_server.names import RepoNames, name_rests, word_before
+from lsp_server.names import RepoNames, name_rests, recent_rests, starts_a_name, word_before
 from lsp_server.positions import offset_at
 from lsp_server.postprocess import NEXT_LINE, RULES, Rule, Site
 from lsp_server.settings import Settings
@@ -98,6 +100,7 @@ class Request:
     candidates: int = 1  # distinct items to answer with
     ahead: bool = False  # a prefetch: at a line's end, the suggestion for the line after it
     repo_names: RepoNames | None = None  # names the repository defines (the index), by prefix
+    recent_names: tuple[str, ...] = ()  # names the person's recent edits brought in
 
 
 def is_single_line(line_prefix: str, line_suffix: str, multiline: str) -> bool:
@@ -145,6 +148,7 @@ def plan_completion(
     candidates: int = 1,
     repo: str = "",
     repo_names: RepoNames | None = None,
+    recent_names: tuple[str, ...] = (),
 ) -> CompletionPlan:
     """Raises PositionError for a position outside the document. `tree`: `text` parsed.
     `budget_tokens`: the prompt's budget (default: the contextTokens setting). `candidates`:
@@ -182,10 +186,14 @@ def plan_completion(
     named = options.names and settings.knownNames
     word = word_before(line_prefix, line_suffix) if named else ""
     rests: tuple[str, ...] = ()
+    bonus = NAMES_BONUS_LOGITS
     if word:
         rests = name_rests(
             word, text, language_id, snippets, repo_names, typed_at=offset - len(word)
         )
+    elif named and not in_string and starts_a_name(line_prefix):
+        rests = recent_rests(recent_names, language_id)
+        bonus = RECENT_NAMES_BONUS_LOGITS
     after_space = line_prefix.endswith((" ", "\t")) and bool(line_prefix.strip())
     indented = bool(line_prefix) and not line_prefix.strip()
     config = GenerationConfig(
@@ -197,6 +205,7 @@ def plan_completion(
         heal=options.heal and (inside_word or after_space or indented),
         stop_looping=True,
         name_rests=rests,
+        names_first_bonus=bonus,
     )
     # A FIM prompt already holds the code after the cursor.
     ranked = options.suffix_scoring and fim is None and (candidates > 1 or settings.suffixScoring)
@@ -227,6 +236,7 @@ def plan_for_engine(
     candidates: int = 1,
     repo: str = "",
     repo_names: RepoNames | None = None,
+    recent_names: tuple[str, ...] = (),
 ) -> CompletionPlan:
     """The plan with its route decided and its prompt encoded once, by the model that serves
     first on that route (its tokenizer counts the budget; its FIM template shapes the prompt).
@@ -251,6 +261,7 @@ def plan_for_engine(
             candidates=candidates,
             repo=repo,
             repo_names=repo_names,
+            recent_names=recent_names,
             **shape,  # type: ignore[arg-type]
         )
         tokens = serving.encode(made.prompt) if serving else None
@@ -304,5 +315,6 @@ def plan_at(
         candidates=request.candidates,
         repo=request.repo,
         repo_names=request.repo_names,
+        recent_names=request.recent_names,
     )
     return next_line_plan(plan) if request.ahead else plan

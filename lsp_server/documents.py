@@ -57,17 +57,15 @@ def _point(text: str, offset: int) -> tuple[int, Point]:
     return byte, Point(text.count("\n", 0, line_begin), column)
 
 
-def changed_end(old: str, new: str) -> int | None:
-    """Where the text that differs ends in `new` (a client that sends whole documents says no
-    more); None when nothing changed."""
-    if old == new:
-        return None
+def changed_span(old: str, new: str) -> tuple[int, int]:
+    """The [start, end) of `old` that `new` replaces (a client that sends whole documents says
+    no more); (len(old), len(old)) when nothing changed."""
     n = min(len(old), len(new))
     head = next((i for i in range(n) if old[i] != new[i]), n)
     tail = 0
     while tail < n - head and old[-1 - tail] == new[-1 - tail]:
         tail += 1
-    return len(new) - tail
+    return head, len(old) - tail
 
 
 def edit_tree(tree: Tree, old: str, start: int, end: int, inserted: str) -> None:
@@ -98,8 +96,9 @@ class Documents:
     def __init__(self) -> None:
         self._docs: dict[str, Document] = {}
         self._recent: OrderedDict[str, None] = OrderedDict()  # most recently used last
-        # Told of each edit as (uri, start, end, inserted length), in the text before it.
-        self.on_edit: Callable[[str, int, int, int], None] | None = None
+        # Told of each edit as (uri, text before it, start, end, inserted text); a whole
+        # document sent again is told as the span that differs.
+        self.on_edit: list[Callable[[str, str, int, int, str], None]] = []
 
     @staticmethod
     def key(uri: str) -> str:
@@ -127,13 +126,18 @@ class Documents:
             return None
         for change in changes:
             start, end = change_span(doc.text, change)
-            if self.on_edit is not None:
-                self.on_edit(doc.uri, start, end, len(change.text))
             new = "".join((doc.text[:start], change.text, doc.text[end:]))
-            doc.edit_end = start + len(change.text)
-            if not isinstance(change, types.TextDocumentContentChangePartial):
+            whole = not isinstance(change, types.TextDocumentContentChangePartial)
+            if whole:
+                start, end = changed_span(doc.text, new)
+            inserted = new[start : len(new) - (len(doc.text) - end)]
+            if not (whole and start == end == len(doc.text) and not inserted):
+                for listener in self.on_edit:
+                    listener(doc.uri, doc.text, start, end, inserted)
+            doc.edit_end = start + len(inserted)
+            if whole:
                 doc.stale = True
-                doc.edit_end = changed_end(doc.text, new)
+                doc.edit_end = None if doc.text == new else doc.edit_end
             elif not doc.stale and doc.tree is not None and len(new) <= TREE_MAX_CHARS:
                 if doc.edited is None:
                     doc.edited = doc.tree.copy()  # snapshots keep the tree they were given

@@ -9,6 +9,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from inference.engine import EngineResult
 from inference.generate import Finish
 from inference.router import STANDARD, RoutingError
 from inference.tuning import MAX_ALTERNATIVE_ITEMS, T_WHOLE_WAIT_S
@@ -24,6 +25,7 @@ from lsp_server.positions import PositionError, clamp_character, offset_at, posi
 from lsp_server.prefill import Aim
 from lsp_server.rejections import place_of
 from lsp_server.scheduler import LatestWins, Ticket
+from lsp_server.show_gate import Put, features
 from lsp_server.suggestions import Match, Remembered
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,21 @@ class Ask:
     inserted: tuple[int, str, int] | None = None  # the selected item: (start, text, end)
 
 
+@dataclass(frozen=True)
+class Shown:
+    """A suggestion about to be shown, as the show gate reads it."""
+
+    uri: str
+    text: str  # the document
+    language_id: str
+    offset: int  # where it would show
+    suggestion: str
+    result: EngineResult | None  # what made it (its tokens' log-probabilities)
+    where: str  # for the log
+    origin: str = "model"  # or "prefetch", "type_through"
+    typed: int = 0  # characters of it typed through
+
+
 class InlinePolicy:
     def __init__(self, parts: Parts, planner: Planner, idle: IdleWork) -> None:
         self._settings = parts.settings
@@ -53,6 +70,7 @@ class InlinePolicy:
         self._models = parts.models
         self._memory = parts.memory
         self._rejections = parts.rejections
+        self._show_gate = parts.show_gate
         self._gate = parts.gate
         self._notices = parts.notices
         self._telemetry = parts.telemetry
@@ -79,6 +97,8 @@ class InlinePolicy:
         counts["invoked"] += invoked
         ask = self._resolve(uri, line, character, invoked, selected)
         settings = self._settings()
+        if settings.showGate:
+            self._show_gate.observe(ask.doc.uri, ask.doc.text)  # what became of the last ones
         found = None
         if not invoked and settings.typeThrough and settings.enabled_for(ask.doc.language_id):
             found = await self._typed_through(ask)
@@ -255,6 +275,10 @@ class InlinePolicy:
             counts["rejected_here"] += 1  # passed over here `limit` times: held back
             self._telemetry.no_answer("rejected_here", where)
             return None
+        if not ask.invoked and self._held_back(
+            Shown(snap.uri, snap.text, snap.language_id, offset, done.text, result, where)
+        ):
+            return None
         shown = Remembered(snap.text[:offset], snap.text[offset:], done.text, "shown", result)
         self._memory.remember(snap.uri, shown)
         counts["alternatives"] += max(0, len(done.alternatives) - 1)
@@ -262,6 +286,31 @@ class InlinePolicy:
         for step in done.trimmed_by:
             counts[f"trimmed.{step}"] += 1
         return Answer(done.text, result, line, character, done.alternatives)
+
+    def _held_back(self, shown: Shown) -> bool:
+        """Whether the show gate holds `shown` back (it learns from it either way)."""
+        settings = self._settings()
+        if not settings.showGate:
+            return False
+        text, offset = shown.text, shown.offset
+        line_start = text.rfind("\n", 0, offset) + 1
+        line_end = text.find("\n", offset)
+        suffix = text[offset : line_end if line_end >= 0 else len(text)]
+        x = features(
+            shown.suggestion,
+            rest_logprobs(shown.result.logprobs if shown.result else (), shown),
+            text[line_start:offset],
+            suffix,
+            shown.language_id,
+            shown.origin == "prefetch",
+            shown.typed,
+        )
+        held = self._show_gate.probability(x) < settings.showGateThreshold
+        self._show_gate.put(shown.uri, Put(text[:offset], text[offset:], shown.suggestion, x, held))
+        if held:
+            self._telemetry.counts["held_back"] += 1
+            self._telemetry.no_answer("held_back", shown.where)
+        return held
 
     def _remembered(self, ask: Ask) -> Match | None:
         try:
@@ -280,7 +329,7 @@ class InlinePolicy:
 
     def _shown_again(self, ask: Ask, found: Match) -> Answer | None:
         """A remembered suggestion's rest; None when it is the whole suggestion again at its
-        place, passed over there `rejectAfterShows` times."""
+        place, passed over there `rejectAfterShows` times, or when the show gate holds it back."""
         if found.typed:
             self._rejections.taken(ask.doc.uri)  # typing it is taking it
         else:
@@ -289,6 +338,19 @@ class InlinePolicy:
                 self._telemetry.counts["rejected_here"] += 1
                 self._telemetry.no_answer("rejected_here", ask.where)
                 return None
+        shown = Shown(
+            ask.doc.uri,
+            ask.text,
+            ask.doc.language_id,
+            found.item.anchor + found.typed,
+            found.rest,
+            found.item.result,
+            ask.where,
+            "type_through" if found.typed else "prefetch",
+            found.typed,
+        )
+        if self._held_back(shown):
+            return None
         self._telemetry.counts["answered"] += 1
         self._telemetry.counts["type_through" if found.typed else "prefetch_hits"] += 1
         if self._settings().debug:
@@ -297,6 +359,16 @@ class InlinePolicy:
             log.info("completion %s -> %r (%s)", where, found.rest, how)
         character = clamp_character(ask.text, ask.line, ask.character)
         return Answer(found.rest, found.item.result, ask.line, character)
+
+
+def rest_logprobs(logprobs: tuple[float, ...], shown: Shown) -> tuple[float, ...]:
+    """The log-probabilities of the tokens of what is left to show: for a rest being typed
+    through, the tokens after the part typed (placed by characters: the text's tokens are not
+    at hand here)."""
+    if not shown.typed or not logprobs:
+        return logprobs
+    whole = shown.typed + len(shown.suggestion)
+    return logprobs[min(len(logprobs) - 1, len(logprobs) * shown.typed // whole) :]
 
 
 def _ran_to_end(done: Completion) -> bool:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 NAME = re.compile(r"(?!\d)\w+")
 WORD_BEFORE = re.compile(r"(?!\d)\w+$")
+NAME_OPENERS = frozenset(" \t.([{,=:<>+-*/%&|!~@^")
 RepoNames = Callable[[str], Iterable[str]]  # prefix -> names the repository defines
 
 
@@ -54,6 +55,19 @@ def name_rests(
     if not found or len(found) > NAMES_MAX_CANDIDATES:
         return ()
     return tuple(sorted(name[len(word) :] for name in found))
+
+
+def starts_a_name(line_prefix: str) -> bool:
+    """Whether an identifier may begin at the cursor: after an operator, a bracket, a dot, a
+    space or indentation (not inside a word, a number or a quote)."""
+    return not line_prefix or line_prefix[-1] in NAME_OPENERS
+
+
+def recent_rests(recent_names: Iterable[str], language_id: str) -> tuple[str, ...]:
+    """The names the person's recent edits brought in, offered before any of one is typed (the
+    language's own words are not news)."""
+    known = language_names(language_id)
+    return tuple(n for n in recent_names if n not in known)[:NAMES_MAX_CANDIDATES]
 
 
 def index_names(index: WorkspaceIndex, skip_rel: str | None) -> RepoNames:

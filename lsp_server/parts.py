@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from lsp_server.documents import Documents
 from lsp_server.model_lifecycle import ModelLifecycle
 from lsp_server.notices import Notices
+from lsp_server.recent_edits import RecentEdits
 from lsp_server.rejections import Rejections
 from lsp_server.scheduler import Gate
 from lsp_server.settings import Settings
+from lsp_server.show_gate import ShowGate
 from lsp_server.suggestions import SuggestionMemory
 from lsp_server.telemetry import Spawn, Telemetry
 
@@ -24,5 +26,7 @@ class Parts:
     telemetry: Telemetry
     memory: SuggestionMemory  # suggestions shown or prefetched, for type-through
     rejections: Rejections  # suggestions shown again and again at one place, never taken
+    edits: RecentEdits  # what the person just edited, across files
+    show_gate: ShowGate  # whether this person is likely to take a suggestion
     gate: Gate  # completions before chat tasks
     spawn: Spawn  # background work, held by the service until it ends

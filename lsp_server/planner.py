@@ -16,6 +16,7 @@ from lsp_server.index import Indexer, WorkspaceIndex
 from lsp_server.names import index_names
 from lsp_server.parts import Parts
 from lsp_server.positions import offset_at
+from lsp_server.recent_edits import Recent
 from lsp_server.snippets import RepoSources, SnippetChooser, budget_chars
 
 LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
@@ -27,6 +28,7 @@ class Planner:
         self._models = parts.models
         self._notices = parts.notices
         self._telemetry = parts.telemetry
+        self._edits = parts.edits
         self._indexer = indexer
         self.snippets = SnippetChooser(lambda: budget_chars(parts.settings().contextTokens))
         self.above_window = AboveWindow()
@@ -81,6 +83,10 @@ class Planner:
         settings = self._settings()
         index = self._indexer.index
         chosen = self.snippets.choose(snap.uri, snap.text, view.line, self._sources(snap))
+        recent = Recent()
+        if settings.recentEdits:
+            recent = self._edits.recent(snap.uri, _document_line(snap, view))
+            chosen = [*chosen, *recent.snippets]
         cold = cold_ok and settings.coldContext
         searched = self._searched()
         return Request(
@@ -91,6 +97,7 @@ class Planner:
             candidates=candidates,
             ahead=ahead,
             repo_names=index_names(searched, searched.relative(snap.uri)) if searched else None,
+            recent_names=recent.names,
         )
 
     def _searched(self) -> WorkspaceIndex | None:
@@ -129,3 +136,9 @@ class Planner:
 
 def _cursor(snap: Snapshot, view: View) -> Cursor:
     return Cursor(view.text, view.line, view.character, snap.language_id, snap.uri, view.tree)
+
+
+def _document_line(snap: Snapshot, view: View) -> int:
+    """The cursor's line in the document (-1 in an excerpt of a large one: its line numbers are
+    the excerpt's)."""
+    return view.line if view.text is snap.text else -1

@@ -124,6 +124,7 @@ def register(server: Server) -> None:
     def initialize(ls: Server, params: types.InitializeParams) -> None:
         ls.service.apply_settings(params.initialization_options)
         ls.workspace_root = workspace_root(params)
+        ls.service.use_workspace(ls.workspace_root)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: Server, params: types.InitializedParams) -> None:

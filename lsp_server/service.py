@@ -14,6 +14,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Coroutine, Sequence
+from pathlib import Path
 from typing import Any
 
 from inference.engine import Engine, EngineConfig
@@ -31,9 +32,11 @@ from lsp_server.parts import Parts
 from lsp_server.planner import Planner
 from lsp_server.positions import PositionError
 from lsp_server.prefill import Aim
+from lsp_server.recent_edits import RecentEdits
 from lsp_server.rejections import Rejections
 from lsp_server.scheduler import Gate
 from lsp_server.settings import Settings, merge
+from lsp_server.show_gate import ShowGate, gate_file
 from lsp_server.suggestions import SuggestionMemory
 from lsp_server.telemetry import Telemetry
 
@@ -55,11 +58,16 @@ class CompletionService:
         self.notices = Notices(notify, status)
         self.documents = Documents()
         self.telemetry = Telemetry(self.documents, current, self.spawn)
+        self.recent_edits = RecentEdits(
+            lambda uri: d.text if (d := self.documents.get(uri)) else None
+        )
+        self.documents.on_edit.append(self.recent_edits.edited)
         factory = make_engine or functools.partial(engine_for, config=engine_config)
         self.models = ModelLifecycle(self.notices, current, factory)
         self.indexer = Indexer(fastcomplete_home() / "index")
         self.memory = SuggestionMemory()
         self.rejections = Rejections()
+        self.show_gate = ShowGate()
         parts = Parts(
             current,
             self.documents,
@@ -68,6 +76,8 @@ class CompletionService:
             self.telemetry,
             self.memory,
             self.rejections,
+            self.recent_edits,
+            self.show_gate,
             Gate(),
             self.spawn,
         )
@@ -101,6 +111,10 @@ class CompletionService:
             if not self.settings.fastMode and self.models.wants_standard():
                 self.spawn(self.models.ensure_loaded(STANDARD))
 
+    def use_workspace(self, root: Path | None) -> None:
+        """The folder the editor has open: the show gate keeps what it learns per workspace."""
+        self.show_gate.use(gate_file(fastcomplete_home(), root))
+
     def toggle_fast_mode(self) -> dict[str, bool]:
         self.apply_settings({"fastMode": not self.settings.fastMode})
         return {"fastMode": self.settings.fastMode}
@@ -131,6 +145,8 @@ class CompletionService:
         self.memory.forget(key)
         self.rejections.forget(key)
         self.telemetry.retention.closed(key)
+        self.recent_edits.forget(key)
+        self.show_gate.forget(key)
         self.documents.close(uri)
 
     def focus(self, uri: str, line: int | None, character: int | None) -> None:
@@ -146,19 +162,21 @@ class CompletionService:
     def accepted(self, args: Sequence[Any]) -> None:
         """A whole suggestion was accepted (its item's command: [{uri, ...}])."""
         arg = args[0] if args and isinstance(args[0], dict) else {}
-        self._taken(arg.get("uri"))
+        self._taken(arg.get("uri"), arg.get("text"))
         self.telemetry.accepted(args)
 
     def partially_accepted(
         self, kind: str, length: int, uri: Any, line: Any, character: Any, text: Any
     ) -> None:
         """A word or a line of a suggestion was accepted."""
-        self._taken(uri)
+        self._taken(uri, text)
         self.telemetry.partially_accepted(kind, length, uri, line, character, text)
 
-    def _taken(self, uri: Any) -> None:
+    def _taken(self, uri: Any, text: Any) -> None:
         if isinstance(uri, str):  # what was passed over there may be offered again
             self.rejections.accepted(self.documents.key(uri))
+            accepted = text if isinstance(text, str) and text else None
+            self.show_gate.taken(self.documents.key(uri), accepted)
 
     def snapshot(self, uri: str) -> Snapshot:
         return snapshot_of(self.documents, uri)
@@ -176,6 +194,11 @@ class CompletionService:
             "index": self.indexer.stats(),
             "prefill": {"runs": prefill.prefills, "interruptions": prefill.interruptions},
             "acceptance": self.telemetry.acceptance(),
+            "gate": {
+                "enabled": self.settings.showGate,
+                "threshold": self.settings.showGateThreshold,
+                **self.show_gate.stats(),
+            },
             **engine,
         }
 

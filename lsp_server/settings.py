@@ -12,7 +12,7 @@ from typing import Any
 
 from inference.manifest import FimTemplate
 from inference.remote import RemoteConfig
-from inference.tuning import RETENTION_CHECKS_S
+from inference.tuning import GATE_MIN_PROBABILITY, RETENTION_CHECKS_S
 
 MULTILINE_MODES = ("auto", "always", "never")
 
@@ -56,6 +56,14 @@ class Settings:
     # elsewhere without typing or accepting it) is held back there until the code around it
     # changes (0: never held back; lsp_server.rejections).
     rejectAfterShows: int = 4
+    # Quote the person's most recent edits (other files', or this one's outside the window) in
+    # the prompt (lsp_server.recent_edits).
+    recentEdits: bool = True
+    # Hold back an automatic suggestion this person is unlikely to take: a small model learned
+    # from their accepts and passes in this workspace gives it less than showGateThreshold
+    # (lsp_server.show_gate; stats' gate counts what it held back).
+    showGate: bool = True
+    showGateThreshold: float = GATE_MIN_PROBABILITY
     # When to look again at an accepted suggestion, counting how much of it the user kept
     # (stats' acceptance.retention; local only).
     retentionChecksS: tuple[int, ...] = RETENTION_CHECKS_S
@@ -85,6 +93,17 @@ def _int_in(low: int, high: int):
         if not low <= value <= high:
             raise ValueError(f"must be from {low} to {high}")
         return value
+
+    return check
+
+
+def _float_in(low: float, high: float):
+    def check(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a number from {low} to {high}")
+        if not low <= value <= high:
+            raise ValueError(f"must be from {low} to {high}")
+        return float(value)
 
     return check
 
@@ -198,6 +217,9 @@ VALIDATORS = {
     "workspaceIndex": _bool,
     "suffixScoring": _bool,
     "knownNames": _bool,
+    "recentEdits": _bool,
+    "showGate": _bool,
+    "showGateThreshold": _float_in(0.0, 1.0),
     "rejectAfterShows": _int_in(0, 100),
     "retentionChecksS": _checks,
     "preloadStandard": _bool,

@@ -28,7 +28,11 @@ class Telemetry:
         self._documents = documents
         self._settings = settings
         self._spawn = spawn
-        documents.on_edit = self.retention.edited
+        documents.on_edit.append(
+            lambda uri, _before, start, end, inserted: self.retention.edited(
+                uri, start, end, len(inserted)
+            )
+        )
 
     def no_answer(self, reason: str, where: str = "") -> None:
         """Count why a request got no suggestion; every None answer passes here once."""

@@ -33,7 +33,9 @@ def make_service(engine: FakeEngine, **settings: object) -> CompletionService:
         lambda message, level: told.append(message), make_engine=engine_factory(engine)
     )
     svc.told = told  # type: ignore[attr-defined]
-    svc.apply_settings({"debounceMs": 0, "prefetch": False, "coldContext": False, **settings})
+    svc.apply_settings(
+        {"debounceMs": 0, "prefetch": False, "coldContext": False, "showGate": False, **settings}
+    )
     return svc
 
 

@@ -47,6 +47,7 @@ def test_neovim_shows_and_accepts_an_inline_completion(
         "standardModelPath": str(real_model / "standard"),
         "debounceMs": 0,
         "preloadStandard": True,
+        "showGate": False,  # what the model suggests, not what a person's gate lets through
     }
     client_id = nvim.exec_lua(
         SETUP, SERVER, options, str(source), {"FASTCOMPLETE_HOME": SERVER_HOME}

@@ -118,6 +118,7 @@ def _editor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: Path, **more
         "standardModelPath": str(model / "standard"),
         "debounceMs": 0,
         "preloadStandard": True,
+        "showGate": False,  # what the model suggests, not what a person's gate lets through
         **more,
     }
     editor.exec_lua(

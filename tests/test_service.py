@@ -27,7 +27,7 @@ def service(tiny_model: Path) -> CompletionService:
     )
     svc = CompletionService(lambda message, level: told.append((message, level)), config)
     svc.told = told  # type: ignore[attr-defined]
-    svc.apply_settings({"debounceMs": 0, "maxTokens": 8})
+    svc.apply_settings({"debounceMs": 0, "maxTokens": 8, "showGate": False})
     return svc
 
 
@@ -47,7 +47,7 @@ def real_service(real_model: Path) -> CompletionService:
         fast_dir=real_model / "fast", standard_dir=real_model / "standard", cache_dir=None
     )
     svc = CompletionService(lambda message, level: None, config)
-    svc.apply_settings({"debounceMs": 0, "maxTokens": 16})
+    svc.apply_settings({"debounceMs": 0, "maxTokens": 16, "showGate": False})
     return svc
 
 

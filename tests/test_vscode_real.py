@@ -203,6 +203,7 @@ def vscode(
         # remembered from an earlier run (a cached explanation would not stream).
         "fastcomplete.fastModelPath": str(real_model / "fast"),
         "fastcomplete.standardModelPath": str(real_model / "standard"),
+        "fastcomplete.showGate": False,  # what the model suggests, not what a gate lets through
     }
     files = {"add.py": ADD, "counter.py": COUNTER, "stats.py": MEAN}
     with _workbench(browser, tmp_path_factory.mktemp("vscode"), files, settings) as session:

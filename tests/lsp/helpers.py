@@ -42,6 +42,9 @@ def model_options(root: Path, **extra: Any) -> dict[str, Any]:
         "standardModelPath": str(root / "standard"),
         "debounceMs": 0,
         "preloadStandard": True,  # most tests use both models; test_lazy_standard does not
+        # What the model suggests, not what this person's gate lets through (test_quality_e2e
+        # turns it on).
+        "showGate": False,
         **extra,
     }
 
