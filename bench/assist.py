@@ -20,7 +20,10 @@ command run (full accepts, as VS Code does), and a new request at once. Anything
 
 Configurations, each on a fresh `fastcomplete serve` with an empty completion cache: "fast"
 (fastMode, coldContext/typeThrough/prefetch on), "fast, items 2-4 off" (those three off) and
-"standard" (fastMode off). Results go to bench/results/assist.json.
+"standard" (fastMode off), and one feature off at a time ("fast without known names", "... recent
+edits", "... the gate"; "fast with the gate observing" labels without holding back, for
+bench/gate_seed.py). `--files DIR` types regions of DIR's Python files instead. Results go to
+bench/results/assist.json.
 """
 
 from __future__ import annotations

@@ -166,11 +166,8 @@ class Generation:
         self._holdback = max((len(s) for s in config.stop_strings), default=1) - 1
         self._start = 0.0
         self._k = config.draft_tokens  # adapted to how well drafts are doing in this generation
-        self._named: tuple[int, np.ndarray | None, float] = (
-            -1,
-            None,
-            0.0,
-        )  # _naming's answer, by step
+        # _naming's answer, by step: (step, token ids, bonus)
+        self._named: tuple[int, np.ndarray | None, float] = (-1, None, 0.0)
 
     def __iter__(self) -> Iterator[str]:
         self._start = time.perf_counter()

@@ -128,16 +128,18 @@ class Documents:
             start, end = change_span(doc.text, change)
             new = "".join((doc.text[:start], change.text, doc.text[end:]))
             whole = not isinstance(change, types.TextDocumentContentChangePartial)
+            inserted = change.text
             if whole:
                 start, end = changed_span(doc.text, new)
-            inserted = new[start : len(new) - (len(doc.text) - end)]
-            if not (whole and start == end == len(doc.text) and not inserted):
+                inserted = new[start : len(new) - (len(doc.text) - end)]
+            changed = start != end or bool(inserted)
+            if changed:
                 for listener in self.on_edit:
                     listener(doc.uri, doc.text, start, end, inserted)
             doc.edit_end = start + len(inserted)
             if whole:
                 doc.stale = True
-                doc.edit_end = None if doc.text == new else doc.edit_end
+                doc.edit_end = doc.edit_end if changed else None
             elif not doc.stale and doc.tree is not None and len(new) <= TREE_MAX_CHARS:
                 if doc.edited is None:
                     doc.edited = doc.tree.copy()  # snapshots keep the tree they were given

@@ -198,23 +198,21 @@ class RecentEdits:
         """The most recent few edits as snippets, oldest first, and the names they introduced
         (most recent first), for a prompt at `line` of `uri`: those of this document that its
         window shows (near `line`) left out."""
-        with self._lock:
-            hunks = list(self._closed)
-            hunk = self._open
-        if hunk is not None:
-            text = self._text_of(hunk.uri)
-            if text is not None:
-                hunks.append(frozen(hunk, text))
-        picked = [
-            h
-            for h in hunks
-            if h.text
-            and not (
-                h.uri == uri
-                and h.last >= line - RECENT_EDIT_NEAR_LINES
-                and h.first <= line + RECENT_EDIT_CONTEXT_LINES
+
+        def shown_there(h: Hunk) -> bool:  # by the window, or being written at the cursor
+            near = (
+                line - RECENT_EDIT_NEAR_LINES <= h.last
+                and h.first <= line + RECENT_EDIT_MERGE_LINES
             )
-        ]
+            return h.uri == uri and near
+
+        with self._lock:
+            picked = [h for h in self._closed if not shown_there(h)]
+            hunk = self._open
+        if hunk is not None and not shown_there(hunk):
+            text = self._text_of(hunk.uri)
+            if text is not None and (hunk := frozen(hunk, text)).text:
+                picked.append(hunk)
         picked = picked[-RECENT_EDITS_IN_PROMPT:]
         names = dict.fromkeys(n for h in reversed(picked) for n in h.names)
         return Recent(tuple(Snippet(prompt_path(h.uri), h.text) for h in picked), tuple(names))

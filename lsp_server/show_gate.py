@@ -147,8 +147,8 @@ def gate_file(home: Path, workspace: Path | None) -> Path:
 
 
 class ShowGate:
-    """Thread-safe: suggestions are put to it on model threads, the person's next moves arrive
-    on the event loop."""
+    """Suggestions are put to it and labelled on the event loop; refits run on a thread of their
+    own, and planning threads read the weights."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -158,7 +158,9 @@ class ShowGate:
         self._samples: deque[tuple[tuple[float, ...], int]] = deque(maxlen=GATE_SAMPLES_KEPT)
         self.counts = dict.fromkeys(COUNTS, 0)
         self._since_fit = 0
-        self._refitting: threading.Thread | None = None
+        self._refits: list[threading.Thread] = []
+        self._fits = 0  # refits started; the weights are from the newest one that finished
+        self._fitted = 0
         self._write_lock = threading.Lock()  # one writer of the file at a time
 
     def use(self, path: Path) -> None:
@@ -200,9 +202,12 @@ class ShowGate:
         """A suggestion in `uri` was accepted (whole or in part; `text`: what was, if known):
         the one it came from is taken, the others there passed over."""
         with self._lock:
-            queue = self._pending.pop(uri, deque())
-            for put in queue:
-                self._label(put, text is None or put.text.startswith(text) or text in put.text)
+            queue = list(self._pending.pop(uri, deque()))
+            for i, put in enumerate(queue):
+                if text is None:  # the newest one, then
+                    self._label(put, i == len(queue) - 1)
+                else:
+                    self._label(put, put.text.startswith(text) or text in put.text)
 
     def forget(self, uri: str) -> None:
         with self._lock:
@@ -219,24 +224,30 @@ class ShowGate:
         if self._since_fit >= GATE_REFIT_LABELS:
             # Off the event loop: a refit and its file take tens of milliseconds.
             self._since_fit = 0
-            self._refitting = threading.Thread(
-                target=self._refit, args=(list(self._samples),), name="show-gate", daemon=True
+            self._fits += 1
+            refit = threading.Thread(
+                target=self._refit,
+                args=(list(self._samples), self._fits),
+                name="show-gate",
+                daemon=True,
             )
-            self._refitting.start()
+            self._refits = [t for t in self._refits if t.is_alive()] + [refit]
+            refit.start()
 
-    def _refit(self, samples: list[tuple[tuple[float, ...], int]]) -> None:
+    def _refit(self, samples: list[tuple[tuple[float, ...], int]], number: int) -> None:
         xs = np.array([x for x, _ in samples], dtype=np.float64)
         ys = np.array([y for _, y in samples], dtype=np.float64)
         weights = fit(xs, ys, seed_weights(), GATE_PRIOR_WEIGHT)
         with self._lock:
-            self.weights = weights
+            if number < self._fitted:
+                return  # a newer refit (on more labels) finished first
+            self._fitted, self.weights = number, weights
         self.save()
 
     def flush(self) -> None:
-        """Wait for a refit under way (tests; the next session reads what it saved)."""
-        refitting = self._refitting
-        if refitting is not None:
-            refitting.join()
+        """Wait for the refits under way (tests; the next session reads what they saved)."""
+        for refit in list(self._refits):
+            refit.join()
 
     def stats(self) -> dict[str, int]:
         with self._lock:
