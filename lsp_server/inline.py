@@ -105,8 +105,11 @@ class InlinePolicy:
         if found is None or not found.typed:
             self._asked_here(ask)
         if found is not None:
-            # No debounce, no model: the rest of what the editor shows.
-            return self._shown_again(ask, found)
+            # No debounce, no model: the rest of what the editor shows. A rest the show gate
+            # holds back goes to the model instead, which now sees what was typed.
+            answer, held = self._shown_again(ask, found)
+            if not (held and found.typed):
+                return answer
         self._idle.prefetches.cancel(ask.doc.uri)
         ticket = self.latest.begin(ask.doc.uri)
         try:
@@ -309,7 +312,8 @@ class InlinePolicy:
         self._show_gate.put(shown.uri, Put(text[:offset], text[offset:], shown.suggestion, x, held))
         if held:
             self._telemetry.counts["held_back"] += 1
-            self._telemetry.no_answer("held_back", shown.where)
+            if shown.origin != "type_through":  # a rest held back goes on to the model
+                self._telemetry.no_answer("held_back", shown.where)
         return held
 
     def _remembered(self, ask: Ask) -> Match | None:
@@ -327,9 +331,10 @@ class InlinePolicy:
             return  # the model path reports it
         self._rejections.asked(place_of(ask.doc.uri, ask.text, offset))
 
-    def _shown_again(self, ask: Ask, found: Match) -> Answer | None:
-        """A remembered suggestion's rest; None when it is the whole suggestion again at its
-        place, passed over there `rejectAfterShows` times, or when the show gate holds it back."""
+    def _shown_again(self, ask: Ask, found: Match) -> tuple[Answer | None, bool]:
+        """A remembered suggestion's rest, and whether the show gate held it back. None when it
+        is the whole suggestion again at its place, passed over there `rejectAfterShows` times,
+        or when the gate holds it back."""
         if found.typed:
             self._rejections.taken(ask.doc.uri)  # typing it is taking it
         else:
@@ -337,7 +342,7 @@ class InlinePolicy:
             if not self._rejections.offer(place, found.rest, self._settings().rejectAfterShows):
                 self._telemetry.counts["rejected_here"] += 1
                 self._telemetry.no_answer("rejected_here", ask.where)
-                return None
+                return None, False
         shown = Shown(
             ask.doc.uri,
             ask.text,
@@ -350,7 +355,7 @@ class InlinePolicy:
             found.typed,
         )
         if self._held_back(shown):
-            return None
+            return None, True
         self._telemetry.counts["answered"] += 1
         self._telemetry.counts["type_through" if found.typed else "prefetch_hits"] += 1
         if self._settings().debug:
@@ -358,7 +363,7 @@ class InlinePolicy:
             where = f"{ask.doc.uri}:{ask.line}:{ask.character}"
             log.info("completion %s -> %r (%s)", where, found.rest, how)
         character = clamp_character(ask.text, ask.line, ask.character)
-        return Answer(found.rest, found.item.result, ask.line, character)
+        return Answer(found.rest, found.item.result, ask.line, character), False
 
 
 def rest_logprobs(logprobs: tuple[float, ...], shown: Shown) -> tuple[float, ...]:

@@ -10,11 +10,13 @@ import asyncio
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 from lsprotocol import types
 
 from lsp_server.errors import BadRequest
 from lsp_server.service import CompletionService
+from lsp_server.show_gate import FEATURES
 from tests.fake_engine import FakeEngine, engine_factory
 
 URI = "file:///w/calc.py"
@@ -120,6 +122,22 @@ async def test_typing_through_a_suggestion_needs_no_model() -> None:
     type_text(svc, 3, END[0], END[1] + 3, "x")  # off the suggestion: the model again
     assert (await svc.complete(URI, END[0], END[1] + 4)) is not None
     assert len(engine.calls) == 2
+
+
+async def test_a_rest_the_show_gate_holds_back_goes_to_the_model_instead() -> None:
+    engine = FakeEngine(lambda variant, prompt: "_squared + b")
+    svc = make_service(engine, showGate=True, showGateThreshold=0.3)
+    weights = dict.fromkeys(FEATURES, 0.0) | {"bias": 1.0, "typed_through": -10.0}
+    svc.show_gate.weights = np.array([weights[f] for f in FEATURES])  # rests are unlikely
+    await ready(svc)
+    assert (await svc.complete(URI, *END)).text == "_squared + b"  # fresh: likely enough
+    type_text(svc, 2, *END, "_sq")
+    answer = await svc.complete(URI, END[0], END[1] + 3)
+    assert answer is not None and answer.text == "_squared + b"  # the model's, asked again
+    stats = svc.stats()
+    assert len(engine.calls) == 2 and stats["server"]["held_back"] == 1
+    assert "held_back" not in stats["emptyReasons"]  # the request was answered
+    assert stats["gate"]["heldBack"] == 1
 
 
 async def test_accepting_shows_the_prefetched_suggestion() -> None:
