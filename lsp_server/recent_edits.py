@@ -15,7 +15,7 @@ from __future__ import annotations
 import keyword
 import re
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -27,10 +27,13 @@ from inference.tuning import (
     RECENT_EDIT_NEAR_LINES,
     RECENT_EDITS_IN_PROMPT,
     RECENT_EDITS_KEPT,
+    TREE_MAX_CHARS,
 )
 from lsp_server.languages import IDENT
 from lsp_server.snippet import Snippet
 from lsp_server.uris import prompt_path
+
+WORD = re.compile(r"\w+")  # whole words, so that counting `name` does not count `names`
 
 
 @dataclass(frozen=True)
@@ -111,17 +114,18 @@ def line_names(text: str, first: int, last: int) -> frozenset[str]:
 
 def introduced(hunk: Hunk, text: str) -> tuple[str, ...]:
     """Identifiers the hunk's lines brought in: not in the lines it replaced, nor anywhere else
-    in `text` (a new field, a renamed parameter, a new function; not a built-in used around)."""
+    in `text` (a new field, a renamed parameter, a new function; not a built-in used around).
+    Only those in its first RECENT_EDIT_MAX_CHARS are looked at; two linear passes in all (a
+    whole document sent again is one hunk)."""
     lines = "\n".join(text.split("\n")[hunk.first : hunk.last + 1])
-    counts: dict[str, int] = {}
-    for name in IDENT.findall(lines):
-        counts[name] = counts.get(name, 0) + 1
+    here = Counter(WORD.findall(lines))
+    everywhere = Counter(WORD.findall(text))
     return tuple(
         name
-        for name, n in counts.items()
+        for name in dict.fromkeys(IDENT.findall(lines[:RECENT_EDIT_MAX_CHARS]))
         if name not in hunk.old_names
         and not keyword.iskeyword(name)
-        and len(re.findall(rf"(?<!\w){re.escape(name)}(?!\w)", text)) == n
+        and everywhere[name] == here[name]
     )
 
 
@@ -144,6 +148,8 @@ class RecentEdits:
 
     def edited(self, uri: str, before: str, start: int, end: int, inserted: str) -> None:
         """[start, end) of `uri`'s text `before` was replaced by `inserted`."""
+        if len(before) > TREE_MAX_CHARS:
+            return  # a document this large is seen around the cursor only (planner)
         first = before.count("\n", 0, start)
         old_last = first + before.count("\n", start, end)
         new_last = first + inserted.count("\n")
