@@ -56,11 +56,13 @@ def rss_mb(pid: int, field: str = "VmHWM") -> float | None:
 
 
 async def start_server(
-    settings: dict[str, Any], prefix: str, workspace: Path | None = None
+    settings: dict[str, Any], prefix: str, workspace: Path | None = None, wait: bool = True
 ) -> Served:
     """A fresh `fastcomplete serve` with a throwaway FASTCOMPLETE_HOME (an empty completion
     cache), the user's models named in the initialization options, both models loaded.
-    `workspace`: the folder the editor has open (the server indexes it)."""
+    `workspace`: the folder the editor has open (the server indexes it). `wait`: False returns
+    right after `initialized`, as an editor goes on while the server loads (nothing preloaded
+    beyond the user's defaults)."""
     # Read from this process's FASTCOMPLETE_HOME; FASTCOMPLETE_MODEL picks another built model.
     root = model_dir(selected_model())
     home = tempfile.mkdtemp(prefix=f"fastcomplete-{prefix}-")
@@ -86,12 +88,14 @@ async def start_server(
             initialization_options={
                 "fastModelPath": str(root / "fast"),
                 "standardModelPath": str(root / "standard"),
-                "preloadStandard": True,  # the replays compare both models
+                "preloadStandard": wait,  # the replays compare both models
                 **settings,
             },
         )
     )
     client.initialized(types.InitializedParams())
+    if not wait:
+        return served
     deadline = time.perf_counter() + LOAD_TIMEOUT_S
     while True:
         stats = await client.command("fastcomplete.stats")

@@ -59,27 +59,39 @@ class IdleWork:
         self.prefill = BackgroundPrefill(self._plan_whole, self._prefill)
         self.prefetches = LatestWins()
         self.ahead: dict[str, Ahead] = {}  # per document: the prefetch being computed
+        self._waiting: Aim | None = None  # the newest aim while no model was loaded
 
     # -- where the person is --------------------------------------------------------------------
 
     def aim(self, aim: Aim, delay_s: float | None = None) -> None:
-        """Point the background prefill at `aim` (nowhere while no model is loaded), from
-        `delay_s` on; by default once a request that follows at once is past its debounce."""
-        if self._models.serving:
-            if delay_s is None:
-                delay_s = self._settings().debounceMs / 1000 + T_SETTLE_S
-            self.prefill.aim(aim, delay_s)
+        """Point the background prefill at `aim`, from `delay_s` on; by default once a request
+        that follows at once is past its debounce. While no model is loaded it is remembered:
+        the prefill starts there once one is (an editor opened on a file sends its focus while
+        the model still loads, and the person's cursor, not a guess, is what to warm)."""
+        if not self._models.serving:
+            self._waiting = aim
+            return
+        if delay_s is None:
+            delay_s = self._settings().debounceMs / 1000 + T_SETTLE_S
+        self.prefill.aim(aim, delay_s)
 
     def aim_at_opened(self, uri: str) -> None:
         if not self._models.serving:
+            self._waiting = None  # a newer document: loading aims at it (or at its focus)
             return  # no model yet: not worth a parse now (loading aims when one is)
         snap = self._documents.snapshot(uri)
         if snap is not None:
             self.aim_at_offset(snap.uri, snap.version, snap.text, opened_at(snap.text, snap.tree))
 
     def aim_at_latest(self) -> None:
+        """A model just became ready: warm where the person was last seen, if that document is
+        still as it was then, else where they most likely work in the latest document."""
+        waiting, self._waiting = self._waiting, None
         uri = self._documents.latest()
-        if uri is not None:
+        doc = self._documents.get(waiting.uri) if waiting is not None else None
+        if waiting is not None and waiting.uri == uri and doc and doc.version == waiting.version:
+            self.aim(waiting, 0.0)
+        elif uri is not None:
             self.aim_at_opened(uri)
 
     def aim_at_offset(self, uri: str, version: int, text: str, offset: int) -> None:

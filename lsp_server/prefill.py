@@ -16,8 +16,10 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from tree_sitter import Tree
 
@@ -36,6 +38,26 @@ class Aim:
     version: int
     line: int
     character: int  # UTF-16
+
+
+@dataclass
+class Readiness:
+    """How one aim's whole prompt got cached: from the moment it was aimed at to done, and where
+    that time went (planning, prefilling on the model thread, the rest waiting)."""
+
+    uri: str
+    line: int
+    since: float  # perf_counter when aimed at
+    ready_s: float | None = None
+    plans: int = 0
+    plan_s: float = 0.0
+    runs: int = 0
+    warm_s: float = 0.0
+
+    def as_json(self) -> dict[str, object]:
+        out = asdict(self)
+        del out["since"]
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
 Plan = Callable[[Aim], Awaitable[CompletionPlan | None]]  # the whole plan there; None: nothing
@@ -89,6 +111,8 @@ class BackgroundPrefill:
         self._task: asyncio.Task | None = None
         self.prefills = 0  # prefills run (each resumption counts)
         self.interruptions = 0  # prefills stopped by a completion or another document
+        self._readiness: Readiness | None = None  # the aim being prefilled, timed
+        self.history: deque[Readiness] = deque(maxlen=64)  # the aims whose prompt got cached
 
     def aim(self, aim: Aim, delay_s: float = T_SETTLE_S) -> None:
         """Prefill the whole prompt at `aim` from `delay_s` on (the event loop thread only).
@@ -102,6 +126,7 @@ class BackgroundPrefill:
             return
         if self._aim is None or not _continues(self._aim, aim):
             self._stop()  # elsewhere: what was computed stays in the KV cache
+            self._readiness = Readiness(aim.uri, aim.line, time.perf_counter())
         self._aim = aim
         self._not_before = loop.time() + delay_s
         self._poke()
@@ -228,18 +253,31 @@ class BackgroundPrefill:
                 target = planned[0]  # unfinished, and typing on from it: finish it first
             elif _near(self._warmed, aim):
                 self._done, self._aim = aim, None  # its own request computes the few tokens left
+                self._record_ready()
                 self._poke()
                 continue
             else:
                 target, planned = aim, None
             cancel = self._cancel = threading.Event()
             self._working = True
+            timed = self._readiness
             try:
-                plan = planned[1] if planned is not None else await self._plan(aim)
+                if planned is None:
+                    started = time.perf_counter()
+                    plan = await self._plan(aim)
+                    if timed is not None:
+                        timed.plans += 1
+                        timed.plan_s += time.perf_counter() - started
+                else:
+                    plan = planned[1]
                 self._planned = (target, plan) if plan is not None else None
                 if plan is not None and not cancel.is_set():
+                    started = time.perf_counter()
                     await self._warm(plan, cancel)
                     self.prefills += 1
+                    if timed is not None:
+                        timed.runs += 1
+                        timed.warm_s += time.perf_counter() - started
             except asyncio.CancelledError:
                 cancel.set()  # the server is closing: the worker thread stops at its next chunk
                 raise
@@ -257,4 +295,12 @@ class BackgroundPrefill:
             if self._aim == target:
                 self._done = target if plan is not None else None
                 self._aim = None
+                if plan is not None:
+                    self._record_ready()
             self._poke()
+
+    def _record_ready(self) -> None:
+        timed, self._readiness = self._readiness, None
+        if timed is not None:
+            timed.ready_s = time.perf_counter() - timed.since
+            self.history.append(timed)

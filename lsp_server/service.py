@@ -192,7 +192,11 @@ class CompletionService:
             "state": self.notices.state[0],
             **self.telemetry.server_counts(),
             "index": self.indexer.stats(),
-            "prefill": {"runs": prefill.prefills, "interruptions": prefill.interruptions},
+            "prefill": {
+                "runs": prefill.prefills,
+                "interruptions": prefill.interruptions,
+                "ready": [r.as_json() for r in prefill.history],
+            },
             "acceptance": self.telemetry.acceptance(),
             "gate": {
                 "enabled": self.settings.showGate,

@@ -325,6 +325,24 @@ async def test_a_plain_client_warms_where_it_opens_and_types(service: Completion
     assert service.stats()["server"].get("focus", 0) == 0
 
 
+async def test_a_focus_sent_while_the_model_loads_is_where_it_warms(
+    service: CompletionService,
+) -> None:
+    """An editor opened on a file sends didOpen and its focus before the model is loaded: the
+    prefill starts at that focus once the model is ready, not at didOpen's guess (the
+    unfinished line), and the prompt there is whole when the person asks."""
+    half = "import math\n\n\ndef hypot(a, b):\n    return math.sqrt(a * a +\n\n\nprint(1)\n"
+    service.open(URI, half, 1, "python")
+    service.focus(URI, 7, 5)  # inside `print(1)`, far from the unfinished line 4
+    await _ready(service)
+    await _idle(service)
+    cached, length = _cached(service, 7, 5)
+    assert cached == length
+    ready = service.stats()["prefill"]["ready"]
+    assert [(r["uri"], r["line"]) for r in ready] == [(URI, 7)]
+    assert ready[0]["runs"] == 1 and ready[0]["ready_s"] >= ready[0]["warm_s"] > 0
+
+
 async def test_the_prefill_outlives_the_requests_typing_cancels(
     service: CompletionService,
 ) -> None:
