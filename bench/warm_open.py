@@ -95,10 +95,13 @@ def one_per_file(root: Path, n: int, seed: int) -> list[Case]:
     return cases[:n]
 
 
-async def run_repo(root: Path, cases: list[Case], rest_s: float, fresh: bool) -> list[Outcome]:
+async def run_repo(
+    root: Path, cases: list[Case], rest_s: float, fresh: bool, reopen_s: float | None = None
+) -> tuple[list[Outcome], list[Outcome]]:
     """`fresh`: a server started for each position, which opens its file at once (a person
     opening the editor on a file while the models load), else one server for the repository,
-    its index built before the first position."""
+    its index built before the first position. `reopen_s`: then each file is opened again
+    (every other one opened since), and asked this long after its focus."""
     outcomes: list[Outcome] = []
     if fresh:
         for i, case in enumerate(cases):
@@ -107,7 +110,7 @@ async def run_repo(root: Path, cases: list[Case], rest_s: float, fresh: bool) ->
                 outcomes.append(await one_position(served.client, root, case, i, rest_s))
             finally:
                 await stop_server(served)
-        return outcomes
+        return outcomes, []
     served = await start_server({}, "warm-open", workspace=root)
     client = served.client
     deadline = time.perf_counter() + INDEX_TIMEOUT_S
@@ -115,12 +118,16 @@ async def run_repo(root: Path, cases: list[Case], rest_s: float, fresh: bool) ->
         if time.perf_counter() > deadline:
             break
         await asyncio.sleep(0.5)
+    reopened: list[Outcome] = []
     try:
         for i, case in enumerate(cases):
             outcomes.append(await one_position(client, root, case, i, rest_s))
+        if reopen_s is not None:
+            for i, case in enumerate(cases):
+                reopened.append(await one_position(client, root, case, i + len(cases), reopen_s))
     finally:
         await stop_server(served)
-    return outcomes
+    return outcomes, reopened
 
 
 def _new_records(after: dict[str, Any], before: list[dict[str, Any]], uri: str) -> list[dict]:
@@ -229,19 +236,37 @@ def main() -> int:
         action="store_true",
         help="a server started for each position, the file opened at once (models loading)",
     )
+    parser.add_argument(
+        "--reopen-ms",
+        type=int,
+        default=None,
+        help="then open each file again and ask this long after its focus (one server per repo)",
+    )
+    parser.add_argument(
+        "--kv-store-mb",
+        default=None,
+        help="the servers' KV store size (FASTCOMPLETE_KV_STORE_MB; 0: off); default: theirs",
+    )
     parser.add_argument("--no-engine", action="store_true", help="skip the engine's own prefill")
     parser.add_argument("--json", type=Path, default=Path("bench/results/warm_open.json"))
     args = parser.parse_args()
     repos = [Path(r) for r in args.repos.split(",") if r] or default_repos()
     rests = [int(r) / 1000 for r in args.rest_ms.split(",")]
     cases = {root: one_per_file(root, args.positions, args.seed) for root in repos}
+    if args.kv_store_mb is not None:
+        os.environ["FASTCOMPLETE_KV_STORE_MB"] = args.kv_store_mb
+    reopen_s = args.reopen_ms / 1000 if args.reopen_ms is not None else None
     rows: dict[str, list[Outcome]] = {}
     for rest in rests:
         label = f"rest {rest:g} s"
         rows[label] = []
+        again = f"reopened, rest {reopen_s:g} s (after {label})"
         for root in repos:
             started = time.perf_counter()
-            rows[label] += asyncio.run(run_repo(root, cases[root], rest, args.fresh))
+            first, reopened = asyncio.run(run_repo(root, cases[root], rest, args.fresh, reopen_s))
+            rows[label] += first
+            if reopen_s is not None:
+                rows.setdefault(again, []).extend(reopened)
             print(f"done: {label}, {root.name} ({time.perf_counter() - started:.0f} s)", flush=True)
     first = next(iter(rows.values()))
     engine_s = (
@@ -262,6 +287,8 @@ def main() -> int:
         )
     pairs = []
     for label, outcomes in rows.items():
+        if label.startswith("reopened"):
+            continue  # what its prefill computed is what the store lacked: not comparable
         for o, e in zip(outcomes, engine_s, strict=True):
             rec = o.prefill
             if rec and rec.get("ready_s") is not None and e:

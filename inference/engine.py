@@ -5,6 +5,7 @@ Synchronous by design: callers run it on a worker thread and stop it with the ca
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -18,15 +19,18 @@ from inference.errors import ModelLoadError, NoModel
 from inference.generate import Finish, Generation, GenerationConfig, GenerationResult
 from inference.healing import heal
 from inference.kv_cache import PoolConfig
+from inference.kv_store import KVStore, model_key
 from inference.manifest import FimTemplate
 from inference.metrics import Metrics
 from inference.model import Model, load_model_dir
-from inference.paths import fastcomplete_home, selected_model, variant_dir
+from inference.paths import fastcomplete_home, kv_store_bytes, selected_model, variant_dir
 from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
 from inference.scoring import continuation_logprob, split_shared
 from inference.session import SessionConfig
 from inference.tuning import MEASURE_MIN_TOKENS, PREFILL_S_PER_TOKEN, WARM_CHUNK_TOKENS
+
+log = logging.getLogger(__name__)
 
 CACHEABLE = frozenset({Finish.EOS, Finish.STOP, Finish.NEWLINE, Finish.LENGTH})
 
@@ -40,6 +44,9 @@ class EngineConfig:
     pool: PoolConfig = PoolConfig()
     cache_dir: Path | None = field(default_factory=lambda: fastcomplete_home() / "cache")
     cache_bytes: int = 64 << 20
+    # Prompts' KV on disk (inference/kv_store.py): a file seen before is warm at once. None: off.
+    kv_store_dir: Path | None = field(default_factory=lambda: fastcomplete_home() / "kv")
+    kv_store_bytes: int = field(default_factory=lambda: kv_store_bytes())
     cache_memory_items: int = 512  # 0: no in-memory layer (benchmarks that must not hit it)
     breaker_threshold: int = 3
     breaker_cooldown_s: float = 30.0
@@ -110,7 +117,16 @@ def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
     def load() -> Model:
         if not directory.exists():
             raise NoModel(f"not built: {directory} (run `fastcomplete models build`)")
-        return load_model_dir(directory, config.session, config.pool, config.verify_hashes)
+        model = load_model_dir(directory, config.session, config.pool, config.verify_hashes)
+        if config.kv_store_dir is not None and config.kv_store_bytes > 0:
+            manifest = model.manifest
+            hashes = {name: entry.sha256 for name, entry in manifest.files.items()}
+            key = model_key(manifest.name, manifest.variant, manifest.precision, hashes)
+            try:
+                model.pool.store = KVStore(config.kv_store_dir, config.kv_store_bytes, key)
+            except Exception as exc:  # an unusable folder costs the store, never the model
+                log.warning("KV store %s unusable: %s", config.kv_store_dir, exc)
+        return model
 
     return load
 
@@ -370,7 +386,7 @@ class Engine:
         else:
             ids = model.tokenizer.encode(prompt)
         ids, _ = _healed(model, ids, GenerationConfig(heal=heal))
-        config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK_TOKENS)
+        config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK_TOKENS, persist=True)
         result = Generation(model, ids, config, cancel).run()
         if result.finish is not Finish.CANCELLED:
             self._measure_prefill(model.model_id, result)
@@ -412,6 +428,11 @@ class Engine:
             v: m.pool.bytes_used() for v in (FAST, STANDARD) if (m := self.router.loaded(v))
         }
         snap["kv_cache_budget_bytes"] = self.config.pool.budget_bytes
+        snap["kv_store"] = {
+            v: m.pool.store.stats()
+            for v in (FAST, STANDARD)
+            if (m := self.router.loaded(v)) is not None and getattr(m.pool, "store", None)
+        }
         remote = self.router.loaded(REMOTE)
         if remote is not None:
             usage = remote.usage
@@ -427,3 +448,8 @@ class Engine:
 
     def close(self) -> None:
         self.cache.close()
+        for variant in (FAST, STANDARD):
+            model = self.router.loaded(variant)
+            store = getattr(getattr(model, "pool", None), "store", None)
+            if store is not None:
+                store.close()

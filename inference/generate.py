@@ -48,6 +48,7 @@ class GenerationConfig:
         PREFILL_CHUNK_TOKENS  # smaller for idle warm-ups, so a keystroke waits less
     )
     heal: bool = False  # back off a last token that ends inside a word (see inference/healing)
+    persist: bool = False  # the prompt's KV goes to the model's KV store once it is prefilled
     constraint: str = ""  # text the output must start with; it is not part of the result
     # Start from the n-th most likely first token, then go on as configured: 0 is the usual
     # choice, 1 and 2 give the alternatives an explicit request shows (branching where the
@@ -211,6 +212,8 @@ class Generation:
                 logits = self._forward(slot, pending[:chunk])
                 pending = pending[chunk:]
             self.result.prefill_s = slot.compute_s - computed_before
+            if self.config.persist:
+                self.model.pool.persist(slot)
             if self.config.max_new_tokens <= 0:
                 raise _Stop(Finish.LENGTH)
             row = logits[-1]

@@ -19,7 +19,8 @@ import numpy as np
 import onnxruntime as ort
 
 from inference.graph import GraphSpec
-from inference.tuning import KEEP_KV_SLOTS, WAIT_FOR_TOKENS
+from inference.kv_store import KVStore
+from inference.tuning import KEEP_KV_SLOTS, KV_STORE_MIN_TOKENS, WAIT_FOR_TOKENS
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -35,6 +36,7 @@ class KVSlot:
 
     tokens: list[int] = field(default_factory=list)
     buffers: list[ort.OrtValue] | None = None  # shared-buffer mode
+    arrays: list[np.ndarray] | None = None  # the buffers' memory, on the CPU (the KV store's view)
     past: list[np.ndarray] | None = None  # growing mode
     capacity: int = 0  # shared-buffer mode: most tokens the buffers hold
     leased: bool = False
@@ -70,6 +72,7 @@ class KVPool:
         self.config = config
         self.slots: list[KVSlot] = []
         self._lock = threading.Condition()
+        self.store: KVStore | None = None  # prompts' KV on disk (CPU shared buffers only)
 
     @property
     def capacity_tokens(self) -> int:
@@ -92,9 +95,14 @@ class KVPool:
         return sum(len(s) * self.spec.kv_bytes_per_token for s in self.slots)
 
     def cached_tokens(self, prompt: list[int]) -> int:
-        """How many leading prompt tokens some slot already holds (a peek: nothing is leased)."""
+        """How many leading prompt tokens some slot, or the KV store, already holds (a peek:
+        nothing is leased or read)."""
         with self._lock:
-            return max((common_prefix(s.tokens, prompt) for s in self.slots), default=0)
+            held = max((common_prefix(s.tokens, prompt) for s in self.slots), default=0)
+        if self.store is not None and len(prompt) - held >= KV_STORE_MIN_TOKENS:
+            head = self.store.longest(prompt)
+            held = max(held, head.tokens if head is not None else 0)
+        return held
 
     def lease(self, prompt: list[int], wait_s: float = 1.0) -> tuple[KVSlot, int]:
         """A free slot and how many leading prompt tokens it already holds.
@@ -136,7 +144,32 @@ class KVPool:
             best.truncate(max(reused, 0))
             best.leased = True
             best.last_used = time.monotonic()
-            return best, max(reused, 0)
+        return best, self._recall(best, prompt, max(reused, 0))
+
+    def _recall(self, slot: KVSlot, prompt: list[int], reused: int) -> int:
+        """Fill the leased `slot` from the KV store when it holds more of `prompt` than the slot
+        does by a margin worth a disk read; how many prompt tokens the slot holds then."""
+        if self.store is None or slot.arrays is None or len(prompt) - reused < KV_STORE_MIN_TOKENS:
+            return reused
+        kv = self.store.load(prompt, more_than=reused + KV_STORE_MIN_TOKENS // 2)
+        if kv is None:
+            return reused
+        n = min(kv.shape[2], len(prompt) - 1, slot.capacity)
+        for i, array in enumerate(slot.arrays):
+            array[0, :, :n, :] = kv[i, :, :n, :]
+        slot.tokens = list(prompt[:n])
+        return n
+
+    def persist(self, slot: KVSlot) -> None:
+        """Hand the leased `slot`'s prompt and its KV to the KV store (a copy, written on the
+        store's own thread), unless the store already holds it."""
+        n = len(slot)
+        if self.store is None or slot.arrays is None or n < KV_STORE_MIN_TOKENS:
+            return
+        if self.store.holds(slot.tokens):
+            return
+        kv = np.stack([array[0, :, :n, :] for array in slot.arrays])
+        self.store.save_later(list(slot.tokens), kv)
 
     @staticmethod
     def _worth_keeping(slot: KVSlot) -> int:
@@ -158,12 +191,19 @@ class KVPool:
         slot = KVSlot()
         if self.shared_buffers:
             shape = [1, self.spec.num_kv_heads, self.config.capacity_tokens, self.spec.head_dim]
-            slot.buffers = [
-                ort.OrtValue.ortvalue_from_shape_and_type(
-                    shape, self.spec.kv_dtype, self.config.device, 0
-                )
-                for _ in range(2 * self.spec.num_layers)
-            ]
+            layers = range(2 * self.spec.num_layers)
+            if self.config.device == "cpu":
+                # ORT reads and writes these arrays' own memory (no copy), so the KV store can
+                # save and restore a prompt's KV with plain numpy slices.
+                slot.arrays = [np.zeros(shape, dtype=self.spec.kv_dtype) for _ in layers]
+                slot.buffers = [ort.OrtValue.ortvalue_from_numpy(a, "cpu", 0) for a in slot.arrays]
+            else:
+                slot.buffers = [
+                    ort.OrtValue.ortvalue_from_shape_and_type(
+                        shape, self.spec.kv_dtype, self.config.device, 0
+                    )
+                    for _ in layers
+                ]
             slot.capacity = self.config.capacity_tokens
         else:
             slot.past = self.spec.empty_past()

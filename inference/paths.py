@@ -32,6 +32,15 @@ def fastcomplete_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "fastcomplete"
 
 
+def kv_store_bytes() -> int:
+    """The KV store's size on disk (inference/kv_store.py): FASTCOMPLETE_KV_STORE_MB, else
+    KV_STORE_BYTES; 0 turns it off."""
+    from inference.tuning import KV_STORE_BYTES
+
+    env = os.environ.get("FASTCOMPLETE_KV_STORE_MB", "")
+    return int(env) << 20 if env.isdigit() else KV_STORE_BYTES
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` readable by the user only: caches hold pickles and prompts hold user code."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)

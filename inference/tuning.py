@@ -22,6 +22,13 @@ WAIT_FOR_TOKENS = 32
 # least recently used one goes): a prompt from a prefill in progress, one for the nearest lines,
 # one for the suggestion computed ahead, one spare.
 KEEP_KV_SLOTS = 4
+# The KV store (inference/kv_store.py): prompts the background prefill finished, on disk. Heads
+# are found at block boundaries; prompts shorter than the minimum (or a gain smaller than half
+# of it) are not worth a disk read; writes waiting beyond the pending items are dropped.
+KV_STORE_BLOCK_TOKENS = 64
+KV_STORE_MIN_TOKENS = 256
+KV_STORE_PENDING_ITEMS = 2
+KV_STORE_BYTES = 1 << 30
 HEAL_MAX_INDENT_CHARS = 41  # a line break and 40 columns of indentation
 METRICS_WINDOW_REQUESTS = 512  # recent requests per latency series
 

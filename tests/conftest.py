@@ -54,6 +54,20 @@ def code_model(shared_home: Path) -> Path:
     return build(BuildRequest(model=CODE_MODEL), quiet=True).path
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_kv_store() -> Iterator[None]:
+    """The KV store off for every server and engine a test starts (it lives in the shared home,
+    and a prompt stored by one test would be warm for the next): its own tests turn it on in a
+    folder of their own."""
+    old = os.environ.get("FASTCOMPLETE_KV_STORE_MB")
+    os.environ["FASTCOMPLETE_KV_STORE_MB"] = "0"
+    yield
+    if old is None:
+        os.environ.pop("FASTCOMPLETE_KV_STORE_MB", None)
+    else:
+        os.environ["FASTCOMPLETE_KV_STORE_MB"] = old
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty FASTCOMPLETE_HOME of the test's own."""
