@@ -28,7 +28,12 @@ from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
 from inference.scoring import continuation_logprob, split_shared
 from inference.session import SessionConfig
-from inference.tuning import MEASURE_MIN_TOKENS, PREFILL_S_PER_TOKEN, WARM_CHUNK_TOKENS
+from inference.tuning import (
+    MEASURE_MIN_TOKENS,
+    PREFILL_S_PER_TOKEN,
+    T_WARM_CHUNK_MS,
+    WARM_CHUNK_TOKENS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +116,13 @@ class ServingPlan:
             return 0.0
         uncached = len(tokens.ids) - model.pool.cached_tokens(list(tokens.ids))
         return uncached * self.prefill_s_per_token
+
+
+def warm_chunk_tokens(s_per_token: float) -> int:
+    """The background prefill's chunk: about T_WARM_CHUNK_MS of work at this prefill rate."""
+    least, most = WARM_CHUNK_TOKENS
+    fits = int(T_WARM_CHUNK_MS / 1000 / max(s_per_token, 1e-6))
+    return max(least, min(most, round(fits / least) * least))
 
 
 def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
@@ -386,7 +398,8 @@ class Engine:
         else:
             ids = model.tokenizer.encode(prompt)
         ids, _ = _healed(model, ids, GenerationConfig(heal=heal))
-        config = GenerationConfig(max_new_tokens=0, prefill_chunk=WARM_CHUNK_TOKENS, persist=True)
+        chunk = warm_chunk_tokens(self.prefill_s_per_token(model.model_id))
+        config = GenerationConfig(max_new_tokens=0, prefill_chunk=chunk, persist=True)
         result = Generation(model, ids, config, cancel).run()
         if result.finish is not Finish.CANCELLED:
             self._measure_prefill(model.model_id, result)

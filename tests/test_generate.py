@@ -221,3 +221,14 @@ def test_a_looping_model_is_stopped() -> None:
     assert not ends_in_loop("os.path.join(root, name)")
     later = "".join(f"x{i} = {i}\n" for i in range(30))
     assert not ends_in_loop("_max_max_max_max" + later)  # a loop earlier is left
+
+
+def test_the_background_prefill_chunk_is_sized_by_the_prefill_rate() -> None:
+    """About T_WARM_CHUNK_MS of work a chunk: a slow model's chunks stay small (a key waits
+    for at most one), a fast one's grow to the largest (fewer, cheaper passes)."""
+    from inference.engine import warm_chunk_tokens
+
+    assert warm_chunk_tokens(0.002) == 64  # Qwen 0.5B on 2 cores
+    assert warm_chunk_tokens(0.0005) == 256  # SmolLM2
+    assert warm_chunk_tokens(0.05) == 32  # never less than the smallest
+    assert warm_chunk_tokens(1e-5) == 256  # a GPU: never more than the largest
