@@ -260,7 +260,7 @@ def main() -> int:
     for rest in rests:
         label = f"rest {rest:g} s"
         rows[label] = []
-        again = f"reopened, rest {reopen_s:g} s (after {label})"
+        again = f"reopened, rest {reopen_s or 0:g} s (after {label})"
         for root in repos:
             started = time.perf_counter()
             first, reopened = asyncio.run(run_repo(root, cases[root], rest, args.fresh, reopen_s))

@@ -206,11 +206,17 @@ class Generation:
     def _run(self, slot) -> Iterator[str]:
         computed_before = slot.compute_s
         try:
-            pending = self.prompt[len(slot) :]
             chunk = max(1, self.config.prefill_chunk)
-            while pending:
-                logits = self._forward(slot, pending[:chunk])
-                pending = pending[chunk:]
+            # A cached tail that the prompt repeats after a changed middle (a FIM suffix after
+            # a key) goes back in once the middle is computed (KVPool.shift_tail).
+            until = slot.tail.start if slot.tail is not None else len(self.prompt)
+            while len(slot) < len(self.prompt):
+                if len(slot) >= until:
+                    self.model.pool.put_tail(slot)
+                    until = len(self.prompt)
+                    continue
+                end = min(len(slot) + chunk, until)
+                logits = self._forward(slot, self.prompt[len(slot) : end])
             self.result.prefill_s = slot.compute_s - computed_before
             if self.config.persist:
                 self.model.pool.persist(slot)

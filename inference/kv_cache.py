@@ -20,7 +20,12 @@ import onnxruntime as ort
 
 from inference.graph import GraphSpec
 from inference.kv_store import KVStore
-from inference.tuning import KEEP_KV_SLOTS, KV_STORE_MIN_TOKENS, WAIT_FOR_TOKENS
+from inference.tuning import (
+    KEEP_KV_SLOTS,
+    KV_STORE_MIN_TOKENS,
+    SHIFT_MIN_TOKENS,
+    WAIT_FOR_TOKENS,
+)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -42,6 +47,7 @@ class KVSlot:
     leased: bool = False
     last_used: float = 0.0
     io_binding: object | None = None  # per-slot IOBinding, KV bound once
+    tail: Tail | None = None  # a moved span to put back once the middle is computed (shift_tail)
     compute_s: float = 0.0  # time its forward passes ran (not waiting for the session's lock)
 
     def __len__(self) -> int:
@@ -61,6 +67,61 @@ class PoolConfig:
     budget_bytes: int = 768 << 20
     capacity_tokens: int = 4096  # per slot, shared-buffer mode
     device: str = "cpu"
+    # Reuse a cached tail that moved (a FIM prompt's suffix after a key typed before it), as
+    # llama.cpp's --cache-reuse does: its keys re-rotated to the new positions.
+    shift_tail: bool = False
+
+
+@dataclass(frozen=True)
+class Rope:
+    """Rotary positions as the graphs apply them (rotate-half, not interleaved): a key cached
+    at position m moves to m + delta by one more rotation of delta."""
+
+    theta: float
+    head_dim: int
+
+    def shift(self, keys: np.ndarray, delta: int) -> np.ndarray:
+        """`keys` [..., tokens, head_dim], rotated as if `delta` positions later."""
+        half = self.head_dim // 2
+        inv_freq = self.theta ** (-np.arange(0, half, dtype=np.float64) * 2 / self.head_dim)
+        cos, sin = np.cos(delta * inv_freq), np.sin(delta * inv_freq)
+        x1, x2 = keys[..., :half].astype(np.float64), keys[..., half:].astype(np.float64)
+        out = np.concatenate((x1 * cos - x2 * sin, x2 * cos + x1 * sin), axis=-1)
+        return out.astype(keys.dtype)
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A cached span to put back after the prompt's changed middle is computed: its tokens,
+    where they go, how far they moved, and their KV (copied before the middle overwrites it)."""
+
+    start: int
+    tokens: tuple[int, ...]
+    delta: int
+    kv: list[np.ndarray]  # per buffer, [kv_heads, tokens, head_dim]
+
+
+def moved_tail(cached: list[int], prompt: list[int], shared: int, least: int) -> tuple[int, int]:
+    """(where, in `cached`, the longest span that ends the prompt before its last token starts,
+    its length), both ends past the first `shared` tokens; (0, 0) when none is `least` long.
+
+    The span must end where `cached` held the prompt's last token (the FIM middle token): what
+    the slot generated after it is not part of any prompt. The last token itself is fed anew,
+    for its logits."""
+    if len(prompt) - 1 - shared < least:
+        return 0, 0
+    last = prompt[-1]
+    ends = [e for e in range(len(cached) - 1, shared + least - 1, -1) if cached[e] == last][:4]
+    best = (0, 0)
+    for end in ends:
+        room = min(end, len(prompt) - 1) - shared
+        a = np.asarray(cached[end - room : end][::-1])
+        b = np.asarray(prompt[len(prompt) - 1 - room : len(prompt) - 1][::-1])
+        diff = np.flatnonzero(a != b)
+        n = int(diff[0]) if len(diff) else room
+        if n >= least and n > best[1]:
+            best = (end - n, n)
+    return best
 
 
 class KVPool:
@@ -73,6 +134,7 @@ class KVPool:
         self.slots: list[KVSlot] = []
         self._lock = threading.Condition()
         self.store: KVStore | None = None  # prompts' KV on disk (CPU shared buffers only)
+        self.rope: Rope | None = None  # set when cached spans may move (shift_tail, plain RoPE)
 
     @property
     def capacity_tokens(self) -> int:
@@ -141,10 +203,37 @@ class KVPool:
                 raise RuntimeError("every KV slot is in use: too many concurrent generations")
             # Never reuse the whole prompt: the last token must be fed to get logits.
             reused = min(reused, len(prompt) - 1)
+            best.tail = self._tail(best, prompt, max(reused, 0))
             best.truncate(max(reused, 0))
             best.leased = True
             best.last_used = time.monotonic()
         return best, self._recall(best, prompt, max(reused, 0))
+
+    def _tail(self, slot: KVSlot, prompt: list[int], reused: int) -> Tail | None:
+        """The slot's cached tail that the prompt repeats after a changed middle, copied out
+        before the middle is computed over it (None: nothing worth moving)."""
+        if self.rope is None or slot.arrays is None:
+            return None
+        old, n = moved_tail(slot.tokens, prompt, reused, SHIFT_MIN_TOKENS)
+        if n == 0:
+            return None
+        new = len(prompt) - 1 - n
+        kv = []
+        for i, array in enumerate(slot.arrays):
+            span = array[0, :, old : old + n, :]
+            kv.append(self.rope.shift(span, new - old) if i % 2 == 0 else span.copy())
+        return Tail(new, tuple(prompt[new : new + n]), new - old, kv)
+
+    def put_tail(self, slot: KVSlot) -> bool:
+        """Put the slot's moved tail back, once the slot holds the prompt up to its start."""
+        tail, slot.tail = slot.tail, None
+        if tail is None or slot.arrays is None or len(slot) != tail.start:
+            return False
+        n = len(tail.tokens)
+        for array, kv in zip(slot.arrays, tail.kv, strict=True):
+            array[0, :, tail.start : tail.start + n, :] = kv
+        slot.tokens.extend(tail.tokens)
+        return True
 
     def _recall(self, slot: KVSlot, prompt: list[int], reused: int) -> int:
         """Fill the leased `slot` from the KV store when it holds more of `prompt` than the slot
@@ -158,6 +247,7 @@ class KVPool:
         for i, array in enumerate(slot.arrays):
             array[0, :, :n, :] = kv[i, :, :n, :]
         slot.tokens = list(prompt[:n])
+        slot.tail = None  # the slot holds another prompt's KV now
         return n
 
     def persist(self, slot: KVSlot) -> None:
@@ -179,6 +269,7 @@ class KVPool:
     def release(self, slot: KVSlot) -> None:
         with self._lock:
             slot.leased = False
+            slot.tail = None
             slot.last_used = time.monotonic()
             self._evict_over_budget()
             self._lock.notify_all()

@@ -71,6 +71,9 @@ class Manifest:
     # The model's own chat template (Jinja, from its tokenizer config or GGUF metadata); None for
     # models built before it was recorded, or that have none: explain/refactor then use ChatML.
     chat_template: str | None = None
+    # Rotary position base, when positions are plain RoPE (no scaling): the KV cache can move a
+    # cached span to other positions (inference/kv_cache.py, the FIM tail). None: it cannot.
+    rope_theta: float | None = None
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:

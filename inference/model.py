@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inference.errors import ModelLoadError
 from inference.graph import GraphSpec, inspect_graph
-from inference.kv_cache import KVPool, PoolConfig
+from inference.kv_cache import KVPool, PoolConfig, Rope
 from inference.manifest import (
     SHARED_KV_GRAPHS,
     Manifest,
@@ -79,12 +80,15 @@ def load_model_dir(
             "run `fastcomplete models build --force`"
         ) from exc
     capacity = min(pool_config.capacity_tokens, manifest.context_length)
+    theta = manifest.rope_theta if manifest.rope_theta is not None else _built_theta(directory)
     device = "cuda" if on_gpu(session) else "cpu"
     pool = KVPool(
         spec,
         shared_buffers=manifest.graph in SHARED_KV_GRAPHS,
-        config=PoolConfig(pool_config.budget_bytes, capacity, device),
+        config=replace(pool_config, capacity_tokens=capacity, device=device),
     )
+    if pool_config.shift_tail and theta is not None:
+        pool.rope = Rope(theta, spec.head_dim)
     tokenizer = Tokenizer(directory / TOKENIZER_FILE, manifest.bos_token_id)
     runner = Runner(session, spec)
     slot, _ = pool.lease([0])
@@ -93,3 +97,14 @@ def load_model_dir(
     finally:
         pool.release(slot)
     return Model(manifest.name, manifest.variant, manifest, runner, pool, tokenizer)
+
+
+def _built_theta(directory: Path) -> float | None:
+    """The rotary base from the build's own HF config beside the variant (models built before
+    the manifest recorded it); None when it is not there or positions are scaled."""
+    try:
+        cfg = json.loads((directory.parent / "hf" / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    theta = cfg.get("rope_theta")
+    return None if cfg.get("rope_scaling") or not isinstance(theta, int | float) else float(theta)

@@ -31,6 +31,8 @@ KEEP_KV_SLOTS = 4
 # The KV store (inference/kv_store.py): prompts the background prefill finished, on disk. Heads
 # are found at block boundaries; prompts shorter than the minimum (or a gain smaller than half
 # of it) are not worth a disk read; writes waiting beyond the pending items are dropped.
+# A cached tail moved by an edit before it (a FIM suffix) is reused when at least this long.
+SHIFT_MIN_TOKENS = 16
 KV_STORE_BLOCK_TOKENS = 64
 KV_STORE_MIN_TOKENS = 256
 KV_STORE_PENDING_ITEMS = 2

@@ -220,6 +220,7 @@ def _manifest(
         vocab_size=int(cfg["vocab_size"]),
         fim=facts.fim,
         chat_template=facts.chat_template,
+        rope_theta=rope_theta(cfg),
         source={"origin": source.origin, "file": source.path.name},
         files=describe_files(directory, sorted(p.name for p in directory.iterdir())),
         tools=_tool_versions(builder),
@@ -228,6 +229,14 @@ def _manifest(
         build_seconds=round(seconds, 1),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def rope_theta(cfg: dict) -> float | None:
+    """The rotary base of a plain-RoPE model (None when positions are scaled or not rotary)."""
+    theta = cfg.get("rope_theta")
+    if cfg.get("rope_scaling") or not isinstance(theta, int | float):
+        return None
+    return float(theta)
 
 
 def _encoder(hf_dir: Path, converted: Converted):

@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from inference.generate import Finish, Generation, GenerationConfig
@@ -232,3 +233,45 @@ def test_the_background_prefill_chunk_is_sized_by_the_prefill_rate() -> None:
     assert warm_chunk_tokens(0.0005) == 256  # SmolLM2
     assert warm_chunk_tokens(0.05) == 32  # never less than the smallest
     assert warm_chunk_tokens(1e-5) == 256  # a GPU: never more than the largest
+
+
+def _shifting(tiny_model: Path, variant: str) -> Model:
+    return load_model_dir(tiny_model / variant, pool_config=PoolConfig(shift_tail=True))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_moved_tail_is_put_back_at_its_new_positions(tiny_model: Path, variant: str) -> None:
+    """A key typed before a FIM suffix: the suffix's cached KV moves (keys re-rotated) instead
+    of being computed again. The first layer's keys and values depend on the token and its
+    position only, so there they must equal a from-scratch computation of the new prompt."""
+    model = _shifting(tiny_model, variant)
+    assert model.pool.rope is not None
+    ids = _ids(model, 260)
+    head, middle, tail, last = ids[:120], ids[120:126], ids[126:259], ids[259]
+    before = [*head, *middle, last - 1, *tail, last]  # the prompt before the key
+    after = [*head, *middle, 17, 18, *tail, last]  # a key replaced one token with two
+    model.pool.clear()
+    _run(model, before, max_new_tokens=4)
+    moved = _run(model, after, max_new_tokens=0).result
+    assert moved.reused_tokens == len(head) + len(middle)
+    assert moved.forward_passes == 2  # the middle, then the last token: not the tail
+    slot = model.pool.slots[0]
+    assert slot.tokens[: len(after)] == after
+    assert slot.arrays is not None
+    got = [a[0, :, : len(after), :].copy() for a in slot.arrays[:2]]
+    model.pool.clear()
+    _run(model, after, max_new_tokens=0)
+    fresh = [a[0, :, : len(after), :] for a in model.pool.slots[0].arrays[:2]]
+    for mine, theirs in zip(got, fresh, strict=True):
+        np.testing.assert_allclose(mine, theirs, atol=1e-4)
+
+
+def test_without_a_rotary_base_nothing_moves(tiny_model: Path) -> None:
+    model = load_model_dir(tiny_model / "fast")  # shift_tail is off by default
+    assert model.pool.rope is None
+    ids = _ids(model, 200)
+    model.pool.clear()
+    _run(model, [*ids[:100], 5, *ids[100:]], max_new_tokens=0)
+    again = _run(model, [*ids[:100], 6, 7, *ids[100:]], max_new_tokens=0, prefill_chunk=8)
+    assert again.result.reused_tokens == 100
+    assert again.result.forward_passes == 13  # 102 tokens computed, 8 at a time
