@@ -34,7 +34,12 @@ from lsp_server.completion import run_completion
 from lsp_server.completion_plan import Cursor, plan_at
 from lsp_server.evaluation import EVAL_SETTINGS, Case, edit_similarity
 
-CONFIGS = {"exact KV (today)": False, "suffix KV moved (llama.cpp --cache-reuse)": True}
+# (move the cached suffix, the FIM order)
+CONFIGS = {
+    "exact KV (today)": (False, "psm"),
+    "suffix KV moved (llama.cpp --cache-reuse)": (True, "psm"),
+    "suffix first (SPM), exact KV": (False, "spm"),
+}
 
 
 def typed_steps(case: Case, keys: int) -> list[tuple[str, int, int]]:
@@ -102,13 +107,18 @@ def main() -> int:
     args = parser.parse_args()
     cases = [c for root in default_repos() for c in one_per_file(root, args.positions, args.seed)]
     results = {}
-    for label, shift in CONFIGS.items():
+    for label, (shift, order) in CONFIGS.items():
         base = EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None)
         engine = Engine(replace(base, pool=replace(base.pool, shift_tail=shift)))
+        fim = engine.load(FAST).manifest.fim
+        if fim is None:
+            print(f"{label}: the model has no FIM template; nothing to measure")
+            return 2
+        fim.order = order  # the loaded manifest only: what the prompt builder and healing read
         started = time.perf_counter()
         results[label] = run(engine, cases, args.keys)
         print(f"done: {label} ({time.perf_counter() - started:.0f} s)", flush=True)
-    first, second = (results[k]["answers"] for k in CONFIGS)
+    first, second, _ = (results[k]["answers"] for k in CONFIGS)
     alike = sum(a == b for a, b in zip(first, second, strict=True))
     print(f"\n{len(cases)} positions, the last {args.keys} characters typed a key at a time")
     print(
@@ -121,7 +131,7 @@ def main() -> int:
             f"{r['per_key_tokens_p50']} | {r['exact']} of {r['positions']} "
             f"({100 * (r['exact_share'] or 0):.1f}%) | {r['edit_similarity']} |"
         )
-    print(f"the two answer alike at {alike} of {len(cases)} positions")
+    print(f"the first two answer alike at {alike} of {len(cases)} positions")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"results": results, "alike": alike}, indent=1))
     print(f"written to {args.json}")

@@ -154,9 +154,11 @@ def _healed(
     cut = len(ids)
     fim = model.manifest.fim
     if fim is not None:
-        suffix_id = model.tokenizer.special_id(fim.suffix)
-        if suffix_id is not None and suffix_id in ids:
-            cut = ids.index(suffix_id)
+        # The cursor is where the prefix ends: before the suffix token (PSM), or before the
+        # middle token (SPM: the suffix came first).
+        end_id = model.tokenizer.special_id(fim.middle if fim.order == "spm" else fim.suffix)
+        if end_id is not None and end_id in ids:
+            cut = ids.index(end_id)
     healed = heal(ids[:cut], model.tokenizer)
     return healed.ids + ids[cut:], replace(config, constraint=healed.prefix)
 
