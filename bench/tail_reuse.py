@@ -30,6 +30,7 @@ from bench.lsp_replay import percentile
 from bench.warm_open import default_repos, one_per_file
 from inference.engine import Engine, EngineConfig
 from inference.router import FAST
+from lsp_server import context
 from lsp_server.completion import run_completion
 from lsp_server.completion_plan import Cursor, plan_at
 from lsp_server.evaluation import EVAL_SETTINGS, Case, edit_similarity
@@ -96,6 +97,18 @@ def run(engine: Engine, cases: list[Case], keys: int) -> dict:
     }
 
 
+def print_table(results: dict, positions: int, keys: int) -> None:
+    print(f"\n{positions} positions, the last {keys} characters typed a key at a time")
+    print("| config | per-key prefill p50 / p95 ms | tokens per key p50 | exact | edit sim |")
+    print("|---|---|---|---|---|")
+    for label, r in results.items():
+        print(
+            f"| {label} | {r['per_key_ms_p50']} / {r['per_key_ms_p95']} | "
+            f"{r['per_key_tokens_p50']} | {r['exact']} of {r['positions']} "
+            f"({100 * (r['exact_share'] or 0):.1f}%) | {r['edit_similarity']} |"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -103,10 +116,24 @@ def main() -> int:
     parser.add_argument("--positions", type=int, default=10, help="per repository")
     parser.add_argument("--keys", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--suffix-tokens",
+        default="",
+        help="comma-separated FIM suffix budgets: a row each, exact KV (instead of the configs)",
+    )
     parser.add_argument("--json", type=Path, default=Path("bench/results/tail_reuse.json"))
     args = parser.parse_args()
     cases = [c for root in default_repos() for c in one_per_file(root, args.positions, args.seed)]
     results = {}
+    if args.suffix_tokens:
+        for size in [int(s) for s in args.suffix_tokens.split(",")]:
+            context.FIM_SUFFIX_TOKENS = size
+            engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+            results[f"suffix budget {size} tokens"] = run(engine, cases, args.keys)
+        print_table(results, len(cases), args.keys)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"results": results}, indent=1))
+        return 0
     for label, (shift, order) in CONFIGS.items():
         base = EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None)
         engine = Engine(replace(base, pool=replace(base.pool, shift_tail=shift)))
@@ -120,17 +147,7 @@ def main() -> int:
         print(f"done: {label} ({time.perf_counter() - started:.0f} s)", flush=True)
     first, second, _ = (results[k]["answers"] for k in CONFIGS)
     alike = sum(a == b for a, b in zip(first, second, strict=True))
-    print(f"\n{len(cases)} positions, the last {args.keys} characters typed a key at a time")
-    print(
-        "| KV across keys | per-key prefill p50 / p95 ms | tokens per key p50 | exact | edit sim |"
-    )
-    print("|---|---|---|---|---|")
-    for label, r in results.items():
-        print(
-            f"| {label} | {r['per_key_ms_p50']} / {r['per_key_ms_p95']} | "
-            f"{r['per_key_tokens_p50']} | {r['exact']} of {r['positions']} "
-            f"({100 * (r['exact_share'] or 0):.1f}%) | {r['edit_similarity']} |"
-        )
+    print_table(results, len(cases), args.keys)
     print(f"the first two answer alike at {alike} of {len(cases)} positions")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"results": results, "alike": alike}, indent=1))
