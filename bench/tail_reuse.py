@@ -30,7 +30,7 @@ from bench.lsp_replay import percentile
 from bench.warm_open import default_repos, one_per_file
 from inference.engine import Engine, EngineConfig
 from inference.router import FAST
-from lsp_server import context
+from lsp_server import completion_plan, context
 from lsp_server.completion import run_completion
 from lsp_server.completion_plan import Cursor, plan_at
 from lsp_server.evaluation import EVAL_SETTINGS, Case, edit_similarity
@@ -128,6 +128,7 @@ def main() -> int:
     if args.suffix_tokens:
         for size in [int(s) for s in args.suffix_tokens.split(",")]:
             context.FIM_SUFFIX_TOKENS = size
+            completion_plan.T_KEY_SUFFIX_MS = float("inf")  # the size asked, not the rate's
             engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
             results[f"suffix budget {size} tokens"] = run(engine, cases, args.keys)
         print_table(results, len(cases), args.keys)

@@ -106,7 +106,11 @@ WINDOW_STEP_LINES = 64
 # The code after the cursor in a FIM prompt: whole lines, up to this many tokens. It follows the
 # cursor in the prompt, so every keystroke prefills it again (measured in the README, "FIM").
 FIM_SUFFIX_TOKENS = 128
+# ... and a key's share of that work: the suffix is kept where computing it fits this many
+# milliseconds at the model's measured prefill rate, else left out (lsp_server.completion_plan).
+T_KEY_SUFFIX_MS = 40.0
 FIM_SUFFIX_MAX_LINES = 40
+LINE_REST_TOKENS = 32  # the rest of the cursor's line is cut beyond this (or the budget) in tokens
 MAX_CHARS_PER_TOKEN = 6  # generous for code: beyond this a window is cut inside a line
 RECENT_DOCUMENTS = 8  # other open/edited documents that may lend snippets to a prompt
 # Beyond this, no tree is kept: completions parse the text around the cursor instead.

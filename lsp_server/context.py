@@ -20,6 +20,7 @@ from inference.manifest import FimTemplate
 from inference.tuning import (
     FIM_SUFFIX_MAX_LINES,
     FIM_SUFFIX_TOKENS,
+    LINE_REST_TOKENS,
     MAX_CHARS_PER_TOKEN,
     WINDOW_STEP_LINES,
 )
@@ -150,6 +151,7 @@ def build_context(
     above: AboveWindow | None = None,
     step_lines: int = WINDOW_STEP_LINES,
     repo: str = "",
+    suffix_tokens: int | None = None,
 ) -> Context:
     """`header`: how the file's path is given: "comment" (`# pkg/mod.py`), "filename" (the
     `<filename>` token StarCoder-style training data uses) or "none"; a FIM template with
@@ -157,7 +159,8 @@ def build_context(
     workspace's name). `tree`: `text` already parsed (the document's incrementally kept tree);
     parsed here when not given. `above`: remembers what lies above the window across
     keystrokes (see AboveWindow). `step_lines`: how far the window's start moves at a time
-    (small for a short prompt)."""
+    (small for a short prompt). `suffix_tokens`: the most tokens of code after the cursor in a
+    FIM prompt (at most FIM_SUFFIX_TOKENS; each key before it computes it again)."""
     lines = text[:offset].split("\n")
     cursor_line = len(lines) - 1  # from the text itself: lone CRs would shift an LSP line number
     marker = comment_marker(language_id)
@@ -172,9 +175,8 @@ def build_context(
     budget = budget_tokens - count_tokens(fixed)
     suffix = ""
     if fim is not None:
-        suffix = fim_suffix(
-            text[offset:], min(FIM_SUFFIX_TOKENS, max(0, budget // 4)), count_tokens
-        )
+        most = FIM_SUFFIX_TOKENS if suffix_tokens is None else min(suffix_tokens, FIM_SUFFIX_TOKENS)
+        suffix = fim_suffix(text[offset:], min(most, max(0, budget // 4)), count_tokens)
         budget -= count_tokens(suffix)
     start = window_start(lines, cursor_line, budget, count_tokens, step_lines)
     window_offset = sum(len(r) + 1 for r in lines[:start])
@@ -251,11 +253,13 @@ def fim_order(fim: FimTemplate, before: str, after: str) -> str:
 
 def fim_suffix(after: str, budget_tokens: int, count_tokens: Callable[[str], int]) -> str:
     """The code after the cursor for a FIM prompt: the rest of the cursor's line (cut only when
-    it is far longer than the budget), then whole lines while they fit `budget_tokens`."""
-    if budget_tokens <= 0:
-        return ""
+    it is far longer than the budget; alone when the budget is 0), then whole lines while they
+    fit `budget_tokens`."""
     rows = after.split("\n", FIM_SUFFIX_MAX_LINES + 1)[: FIM_SUFFIX_MAX_LINES + 1]
-    first = rows[0][: budget_tokens * MAX_CHARS_PER_TOKEN]  # a minified line is cut
+    # A minified line is cut; the rest of an ordinary line (a closing bracket) always goes in.
+    first = rows[0][: max(budget_tokens, LINE_REST_TOKENS) * MAX_CHARS_PER_TOKEN]
+    if budget_tokens <= 0:
+        return first
     kept, used = [first], count_tokens(first)
     for row in rows[1:]:
         cost = count_tokens(row + "\n")

@@ -143,3 +143,13 @@ def test_healing_backs_off_a_word_fragment(real_model: Path) -> None:
     allowed = {tok.token_text(i) for i in tok.vocab_index.allowed(" pri")}
     assert " print" in allowed and " p" in allowed and " x" not in allowed
     assert heal(tok.encode("foo("), tok).prefix == ""
+
+
+def test_the_fim_suffix_is_kept_only_where_a_key_can_afford_it() -> None:
+    """Every key before the suffix computes it again: two cores cannot afford it (and a cut-down
+    one scored worse than none), a GPU keeps all of it."""
+    from inference.tuning import FIM_SUFFIX_TOKENS
+    from lsp_server.completion_plan import suffix_budget
+
+    assert suffix_budget(0.0017) == 0  # Qwen 0.5B on 2 cores: 128 tokens would be ~220 ms a key
+    assert suffix_budget(0.00002) == FIM_SUFFIX_TOKENS  # a GPU: ~3 ms

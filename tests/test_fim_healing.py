@@ -115,6 +115,7 @@ def test_the_suffix_is_whole_lines_within_its_budget() -> None:
     assert got.startswith(")\n") and not got.endswith("=")
     assert all(row == "" or row.startswith("line_") for row in got.split("\n")[1:])
     assert count(got) <= 40 + 1  # the cursor's own line always goes in
-    assert fim_suffix(after, 0, count) == ""
+    assert fim_suffix(after, 0, count) == ")"  # no budget: the rest of the cursor's line only
     assert fim_suffix("x" * 50, 10, count) == "x" * 50  # the rest of the cursor's line
-    assert len(fim_suffix("x" * 100_000, 10, count)) == 60  # unless it is minified code
+    assert len(fim_suffix("x" * 100_000, 40, count)) == 240  # unless it is minified code
+    assert len(fim_suffix("x" * 100_000, 0, count)) == 192
