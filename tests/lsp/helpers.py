@@ -21,8 +21,11 @@ SERVER_HOME = tempfile.mkdtemp(prefix="fastcomplete-lsp-")
 
 
 def config(**env: str) -> ClientServerConfig:
+    """The server's whole environment: its home, and no KV store (a prompt one test stored
+    would be warm for the next; tests/lsp/test_kv_store_e2e.py turns it on)."""
     return ClientServerConfig(
-        server_command=SERVER, server_env={"FASTCOMPLETE_HOME": SERVER_HOME, **env}
+        server_command=SERVER,
+        server_env={"FASTCOMPLETE_HOME": SERVER_HOME, "FASTCOMPLETE_KV_STORE_MB": "0", **env},
     )
 
 
