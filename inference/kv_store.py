@@ -24,6 +24,7 @@ from pathlib import Path
 import diskcache
 import numpy as np
 
+from inference.paths import ensure_private_dir
 from inference.tuning import KV_STORE_BLOCK_TOKENS, KV_STORE_PENDING_ITEMS
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class KVStore:
         self.key = key
         self.directory = directory
         self._cache = diskcache.Cache(
-            str(directory),
+            str(ensure_private_dir(directory)),  # the KV is the user's code, in other form
             size_limit=size_bytes,
             eviction_policy="least-recently-used",
             cull_limit=16,

@@ -226,9 +226,10 @@ def plan_completion(
 def suffix_budget(s_per_token: float) -> int:
     """The code after the cursor a FIM prompt holds, in tokens: every key typed before it
     computes it again, so it is all of FIM_SUFFIX_TOKENS where that fits T_KEY_SUFFIX_MS at this
-    prefill rate (a GPU), else none (two cores): on 60 held-out positions Qwen 0.5B's exact match
-    was 25.0% with no suffix, 21.7% with 128 tokens and 15.0% with 24 (a few lines of what
-    follows misled it more than none), docs/cpu-code-model.md."""
+    prefill rate (a GPU), else 0: the rest of the cursor's line only (two cores). On 60 held-out
+    positions Qwen 0.5B's exact match was 25.0% with no lines after the cursor, 21.7% with 128
+    tokens of them and 15.0% with 24 (a few lines misled it more than none);
+    docs/cpu-code-model.md."""
     fits = FIM_SUFFIX_TOKENS * s_per_token <= T_KEY_SUFFIX_MS / 1000
     return FIM_SUFFIX_TOKENS if fits else 0
 
