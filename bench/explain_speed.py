@@ -34,7 +34,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=2)
     args = parser.parse_args()
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
+    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
     model = engine.load(STANDARD)
     config = replace(EXPLAIN_CONFIG, max_new_tokens=NEW_TOKENS)
     route = engine.route(Task.EXPLAIN, fast_mode=False)

@@ -38,7 +38,7 @@ def main() -> int:
     args = parser.parse_args()
     root = args.workspace.resolve()
     cases = workspace_cases(root, args.n, args.seed, Exclusions(root))
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
+    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
     print(f"plain healed FIM prompt, {len(cases)} positions of {root}\n")
     print(
         "| model | exact match % | edit similarity % | mid-word exact % (n) | between exact % (n) |"

@@ -38,7 +38,7 @@ def main() -> int:
     lines = source.split("\n")[:2000]
     head, line, tail = lines[:TYPED_LINE], lines[TYPED_LINE], lines[TYPED_LINE + 1 :]
     indent = len(line) - len(line.lstrip())
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
+    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
     model = engine.load(FAST)
     if model.manifest.fim is None:
         print(f"{model.model_id} has no FIM template: nothing to measure")

@@ -188,7 +188,7 @@ def engine_prefill_s(prompts: list[str]) -> list[float | None]:
     from inference.engine import Engine, EngineConfig
     from inference.router import FAST, Task
 
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
+    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
     model = engine.load(FAST)
     serving = engine.serving_plan(Task.COMPLETION)
     times: list[float | None] = []

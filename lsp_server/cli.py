@@ -212,7 +212,7 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"fastcomplete: error: no source files found under {roots}", file=sys.stderr)
         return EXIT_ERROR
     ablations = ABLATIONS if args.ablations else {"full pipeline": ABLATIONS["full pipeline"]}
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
+    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
     report = run_eval(engine, cases, ablations)
     print_report(report, len(cases))
     if args.json:
@@ -246,7 +246,7 @@ def _eval_workspace(args: argparse.Namespace) -> int:
     if args.rows:
         wanted = [w.strip() for w in args.rows.split(",")]
         rows = {k: v for k, v in WORKSPACE_ROWS.items() if any(w in k for w in wanted)}
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0))
+    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
     variants = tuple(args.models.split(","))
     report = run_workspace_eval(
         engine, root, cases, rows, variants, store_dir=fastcomplete_home() / "index"
