@@ -24,7 +24,6 @@ from inference.paths import model_dir, selected_model
 from lsp_server.demo import DemoClient, client_capabilities
 
 DID_FOCUS = "fastcomplete/didFocus"
-STATUS = "fastcomplete/status"  # server -> client: {state, message, fastMode}
 LOAD_TIMEOUT_S = 180.0
 
 
@@ -66,12 +65,7 @@ async def start_server(
     # Read from this process's FASTCOMPLETE_HOME; FASTCOMPLETE_MODEL picks another built model.
     root = model_dir(selected_model())
     home = tempfile.mkdtemp(prefix=f"fastcomplete-{prefix}-")
-    client = DemoClient()
-
-    @client.feature(STATUS)
-    def status(params: Any) -> None:  # the status bar's feed: not measured here
-        return None
-
+    client = DemoClient()  # it ignores the status bar's feed
     env = {**os.environ, "FASTCOMPLETE_HOME": home}
     await client.start_io(sys.executable, "-m", "lsp_server.cli", "serve", env=env)
     served = Served(client, home)

@@ -40,7 +40,6 @@ async def one_start(preload: bool) -> dict[str, Any]:
     root = model_dir(selected_model())
     home = tempfile.mkdtemp(prefix="fastcomplete-startup-")
     client = DemoClient()
-    client.feature("fastcomplete/status")(lambda params: None)
     started = time.perf_counter()
     env = {**os.environ, "FASTCOMPLETE_HOME": home}
     await client.start_io(sys.executable, "-m", "lsp_server.cli", "serve", env=env)

@@ -20,6 +20,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from inference.paths import selected_model, variant_dir
+from lsp_server.transport import STATUS_NOTIFICATION
 
 SAMPLE_URI = "file:///demo/orders.py"
 SAMPLE = """import json
@@ -77,6 +78,10 @@ class DemoClient(LanguageClient):
         @self.feature(types.WINDOW_SHOW_MESSAGE)
         def show(params: types.ShowMessageParams) -> None:
             print(f"[server] {params.message}")
+
+        @self.feature(STATUS_NOTIFICATION)
+        def status(params: Any) -> None:
+            return None  # the status bar's feed: a terminal has none (pygls would log each one)
 
     async def command(self, name: str, *args: Any) -> Any:
         return await self.workspace_execute_command_async(

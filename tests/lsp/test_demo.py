@@ -23,6 +23,8 @@ def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run(
             env={k: v for k, v in os.environ.items() if k != "FASTCOMPLETE_MODEL"},
         )
         assert out.returncode == 0, out.stderr[-2000:]
+        # Nothing but the demo's own lines: no protocol noise (the status bar's feed is handled).
+        assert "Ignoring notification" not in out.stdout + out.stderr, out.stderr[-2000:]
         completions = re.findall(
             r"^(fast \(INT8\)|standard \(FP32\))\s+\d+ ms  -> '(.+)'$", out.stdout, re.M
         )
