@@ -5,7 +5,6 @@ Synchronous by design: callers run it on a worker thread and stop it with the ca
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -19,23 +18,19 @@ from inference.errors import ModelLoadError, NoModel
 from inference.generate import Finish, Generation, GenerationConfig, GenerationResult
 from inference.healing import heal
 from inference.kv_cache import PoolConfig
-from inference.kv_store import KVStore, model_key
-from inference.manifest import FimTemplate
+from inference.kv_store import open_store
 from inference.metrics import Metrics
 from inference.model import Model, load_model_dir
 from inference.paths import fastcomplete_home, kv_store_bytes, selected_model, variant_dir
 from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
 from inference.scoring import continuation_logprob, split_shared
+from inference.serving import ServingPlan, Tokens, warm_chunk_tokens
 from inference.session import SessionConfig
 from inference.tuning import (
     MEASURE_MIN_TOKENS,
     PREFILL_S_PER_TOKEN,
-    T_WARM_CHUNK_MS,
-    WARM_CHUNK_TOKENS,
 )
-
-log = logging.getLogger(__name__)
 
 CACHEABLE = frozenset({Finish.EOS, Finish.STOP, Finish.NEWLINE, Finish.LENGTH})
 
@@ -62,14 +57,6 @@ class EngineConfig:
     completions_load_models: bool = True
 
 
-@dataclass(frozen=True)
-class Tokens:
-    """Prompt ids made by one tokenizer: reused by any model with that tokenizer (no re-encode)."""
-
-    tokenizer: str  # Model.tokenizer_id
-    ids: tuple[int, ...]
-
-
 @dataclass
 class EngineResult:
     text: str
@@ -86,45 +73,6 @@ class EngineResult:
         return self.fallback_reason is not None
 
 
-@dataclass(frozen=True)
-class ServingPlan:
-    """The engine's one answer, per request, to "which model, and how is its prompt made":
-    the route of models in order, the loaded local model that serves it first (its tokenizer
-    counts and encodes the prompt, its FIM template shapes it, its KV cache is warmed), and the
-    FIM form of a remote that serves first. Decided once by `Engine.serving_plan`, carried on."""
-
-    route: Route
-    model: Model | None  # None: no local model loaded that can serve
-    fim: FimTemplate | None
-    prefill_s_per_token: float  # on `model`: measured, or PREFILL_S_PER_TOKEN before that
-
-    def encode(self, prompt: str) -> Tokens | None:
-        """`prompt`'s ids by the model that serves first (None: none, or nothing to encode)."""
-        if self.model is None or not prompt.strip():
-            return None
-        return Tokens(self.model.tokenizer_id, tuple(self.model.tokenizer.encode(prompt)))
-
-    def count_tokens(self) -> Callable[[str], int] | None:
-        tokenizer = self.model.tokenizer if self.model is not None else None
-        return (lambda s: len(tokenizer.encode(s, bos=False))) if tokenizer else None
-
-    def prefill_estimate_s(self, tokens: Tokens) -> float:
-        """How long prefilling the part of `tokens` no KV slot holds would take (0 when no
-        model is loaded, or another tokenizer made them)."""
-        model = self.model
-        if model is None or tokens.tokenizer != model.tokenizer_id:
-            return 0.0
-        uncached = len(tokens.ids) - model.pool.cached_tokens(list(tokens.ids))
-        return uncached * self.prefill_s_per_token
-
-
-def warm_chunk_tokens(s_per_token: float) -> int:
-    """The background prefill's chunk: about T_WARM_CHUNK_MS of work at this prefill rate."""
-    least, most = WARM_CHUNK_TOKENS
-    fits = int(T_WARM_CHUNK_MS / 1000 / max(s_per_token, 1e-6))
-    return max(least, min(most, round(fits / least) * least))
-
-
 def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
     def load() -> Model:
         if not directory.exists():
@@ -133,14 +81,7 @@ def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
         # Healing and the names' bonus index the vocabulary on first use: ~0.25 s for Qwen's
         # 151k tokens, which the first mid-word ask used to pay (419 -> 99 ms measured).
         _ = model.tokenizer.vocab_index
-        if config.kv_store_dir is not None and config.kv_store_bytes > 0:
-            manifest = model.manifest
-            hashes = {name: entry.sha256 for name, entry in manifest.files.items()}
-            key = model_key(manifest.name, manifest.variant, manifest.precision, hashes)
-            try:
-                model.pool.store = KVStore(config.kv_store_dir, config.kv_store_bytes, key)
-            except Exception as exc:  # an unusable folder costs the store, never the model
-                log.warning("KV store %s unusable: %s", config.kv_store_dir, exc)
+        model.pool.store = open_store(model.manifest, config.kv_store_dir, config.kv_store_bytes)
         return model
 
     return load
@@ -446,11 +387,7 @@ class Engine:
             v: m.pool.bytes_used() for v in (FAST, STANDARD) if (m := self.router.loaded(v))
         }
         snap["kv_cache_budget_bytes"] = self.config.pool.budget_bytes
-        snap["kv_store"] = {
-            v: m.pool.store.stats()
-            for v in (FAST, STANDARD)
-            if (m := self.router.loaded(v)) is not None and getattr(m.pool, "store", None)
-        }
+        snap["kv_store"] = {v: store.stats() for v, store in self._stores()}
         remote = self.router.loaded(REMOTE)
         if remote is not None:
             usage = remote.usage
@@ -464,10 +401,12 @@ class Engine:
             }
         return snap
 
+    def _stores(self) -> list[tuple[str, Any]]:
+        """(variant, KV store) of each loaded local model that has one."""
+        pools = ((v, getattr(self.router.loaded(v), "pool", None)) for v in (FAST, STANDARD))
+        return [(v, pool.store) for v, pool in pools if getattr(pool, "store", None)]
+
     def close(self) -> None:
         self.cache.close()
-        for variant in (FAST, STANDARD):
-            model = self.router.loaded(variant)
-            store = getattr(getattr(model, "pool", None), "store", None)
-            if store is not None:
-                store.close()
+        for _, store in self._stores():
+            store.close()

@@ -93,11 +93,10 @@ class Rope:
 @dataclass(frozen=True)
 class Tail:
     """A cached span to put back after the prompt's changed middle is computed: its tokens,
-    where they go, how far they moved, and their KV (copied before the middle overwrites it)."""
+    where they go, and their KV (copied, keys re-rotated, before the middle overwrites it)."""
 
     start: int
     tokens: tuple[int, ...]
-    delta: int
     kv: list[np.ndarray]  # per buffer, [kv_heads, tokens, head_dim]
 
 
@@ -222,7 +221,7 @@ class KVPool:
         for i, array in enumerate(slot.arrays):
             span = array[0, :, old : old + n, :]
             kv.append(self.rope.shift(span, new - old) if i % 2 == 0 else span.copy())
-        return Tail(new, tuple(prompt[new : new + n]), new - old, kv)
+        return Tail(new, tuple(prompt[new : new + n]), kv)
 
     def put_tail(self, slot: KVSlot) -> bool:
         """Put the slot's moved tail back, once the slot holds the prompt up to its start."""

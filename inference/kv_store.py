@@ -24,6 +24,7 @@ from pathlib import Path
 import diskcache
 import numpy as np
 
+from inference.manifest import Manifest
 from inference.paths import ensure_private_dir
 from inference.tuning import KV_STORE_BLOCK_TOKENS, KV_STORE_PENDING_ITEMS
 
@@ -49,6 +50,20 @@ def model_key(name: str, variant: str, precision: str, file_hashes: dict[str, st
     """Who computed a KV: the same tokens through other weights give other numbers."""
     blob = json.dumps([name, variant, precision, sorted(file_hashes.items())]).encode()
     return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def open_store(manifest: Manifest, directory: Path | None, size_bytes: int) -> KVStore | None:
+    """The KV store for a loaded model (None: off, or the folder is unusable, which costs the
+    store and never the model)."""
+    if directory is None or size_bytes <= 0:
+        return None
+    hashes = {name: entry.sha256 for name, entry in manifest.files.items()}
+    key = model_key(manifest.name, manifest.variant, manifest.precision, hashes)
+    try:
+        return KVStore(directory, size_bytes, key)
+    except Exception as exc:
+        log.warning("KV store %s unusable: %s", directory, exc)
+        return None
 
 
 def _encode(key: str, tokens: np.ndarray, kv: np.ndarray) -> bytes:
