@@ -4,7 +4,7 @@ from an empty KV cache by the fast model in chunks of 32, 64, 128 and 256 tokens
     FASTCOMPLETE_MODEL=qwen2.5-coder-0.5b .venv/bin/python -m bench.warm_chunks
 
 A key that arrives mid-prefill waits for at most one chunk, so the chunk is sized to about
-T_WARM_CHUNK_MS of work at the measured rate (inference.engine.warm_chunk_tokens); smaller chunks
+T_WARM_CHUNK_MS of work at the measured rate (inference.serving.warm_chunk_tokens); smaller chunks
 read the weights more often per token.
 """
 

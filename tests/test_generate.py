@@ -227,7 +227,7 @@ def test_a_looping_model_is_stopped() -> None:
 def test_the_background_prefill_chunk_is_sized_by_the_prefill_rate() -> None:
     """About T_WARM_CHUNK_MS of work a chunk: a slow model's chunks stay small (a key waits
     for at most one), a fast one's grow to the largest (fewer, cheaper passes)."""
-    from inference.engine import warm_chunk_tokens
+    from inference.serving import warm_chunk_tokens
 
     assert warm_chunk_tokens(0.002) == 64  # Qwen 0.5B on 2 cores
     assert warm_chunk_tokens(0.0005) == 256  # SmolLM2
