@@ -6,7 +6,9 @@ and how fast prefill and decode are.
 For each built variant (fast, standard) it prints the providers the session got, how many graph
 nodes ran on each provider in a profiled forward pass (a compute node on the CPU is a silent
 fallback, and fails the check), the device the KV buffers bound through IOBinding live on, and
-prefill ms / decode ms per token at each context. Without a GPU it says so and exits 2, unless
+prefill ms / decode ms per token at each context, decoding twice: plainly and with the decode
+step captured in a CUDA graph (inference/runner.py; on the CPU provider the same fixed-shape
+binding without the capture), and whether both decode the same tokens. Without a GPU it says so and exits 2, unless
 `--allow-cpu` (the same measurements on the CPU provider; the tests use it).
 """
 
@@ -50,6 +52,9 @@ class VariantReport:
     kv_device: str
     prefill_ms: dict[int, float] = field(default_factory=dict)
     decode_ms: dict[int, float] = field(default_factory=dict)
+    cuda_graph: bool = False  # the session could capture graphs
+    graph_decode_ms: dict[int, float] = field(default_factory=dict)
+    graph_same_tokens: bool = True  # graph decode chose the tokens plain decode chose
 
     @property
     def on_gpu(self) -> bool:
@@ -101,23 +106,10 @@ def node_placement(model_file: Path, prefer_gpu: bool) -> tuple[Counter, list[st
     return by_provider, sorted(on_cpu)
 
 
-def measure(directory: Path, contexts: list[int], prefer_gpu: bool, reps: int) -> VariantReport:
-    from inference.kv_cache import PoolConfig
-    from inference.model import MODEL_FILE, load_model_dir
-    from inference.session import SessionConfig
-
-    capacity = max(contexts) + CONTEXT_SLACK
-    model = load_model_dir(
-        directory, SessionConfig(prefer_gpu=prefer_gpu), PoolConfig(capacity_tokens=capacity)
-    )
-    by_provider, on_cpu = node_placement(directory / MODEL_FILE, prefer_gpu)
-    slot, _ = model.pool.lease([0])
-    kv_device = slot.buffers[0].device_name() if slot.buffers else "host arrays (no IOBinding)"
-    model.pool.release(slot)
-    report = VariantReport(
-        model.variant, model.runner.session.get_providers(), dict(by_provider), on_cpu, kv_device
-    )
+def timed_decode(model, contexts: list[int], reps: int) -> tuple[dict, dict, list[list[int]]]:
+    """Median prefill and decode ms per context, and the greedy tokens decoded at each."""
     ids = [(i * 7919) % 40000 + 100 for i in range(max(contexts))]  # any ids: timing only
+    prefill_ms, decode_ms, chosen = {}, {}, []
     for ctx in contexts:
         prefill, decode = [], []
         for _ in range(reps):
@@ -126,13 +118,41 @@ def measure(directory: Path, contexts: list[int], prefer_gpu: bool, reps: int) -
             started = time.perf_counter()
             logits = model.runner.forward(slot, ids[:ctx])
             prefill.append(time.perf_counter() - started)
+            tokens = []
             for _ in range(DECODE_STEPS):
+                tokens.append(int(logits[-1].argmax()))
                 started = time.perf_counter()
-                logits = model.runner.forward(slot, [int(logits[-1].argmax())])
+                logits = model.runner.forward(slot, [tokens[-1]])
                 decode.append(time.perf_counter() - started)
             model.pool.release(slot)
-        report.prefill_ms[ctx] = round(statistics.median(prefill) * 1000, 2)
-        report.decode_ms[ctx] = round(statistics.median(decode) * 1000, 2)
+        chosen.append(tokens)
+        prefill_ms[ctx] = round(statistics.median(prefill) * 1000, 2)
+        decode_ms[ctx] = round(statistics.median(decode) * 1000, 2)
+    return prefill_ms, decode_ms, chosen
+
+
+def measure(directory: Path, contexts: list[int], prefer_gpu: bool, reps: int) -> VariantReport:
+    from inference.kv_cache import PoolConfig
+    from inference.model import MODEL_FILE, load_model_dir
+    from inference.session import SessionConfig
+
+    capacity = max(contexts) + CONTEXT_SLACK
+    pool = PoolConfig(capacity_tokens=capacity)
+    model = load_model_dir(directory, SessionConfig(prefer_gpu=prefer_gpu, cuda_graph=False), pool)
+    by_provider, on_cpu = node_placement(directory / MODEL_FILE, prefer_gpu)
+    slot, _ = model.pool.lease([0])
+    kv_device = slot.buffers[0].device_name() if slot.buffers else "host arrays (no IOBinding)"
+    model.pool.release(slot)
+    report = VariantReport(
+        model.variant, model.runner.session.get_providers(), dict(by_provider), on_cpu, kv_device
+    )
+    report.prefill_ms, report.decode_ms, plain = timed_decode(model, contexts, reps)
+    del model
+    graphed = load_model_dir(directory, SessionConfig(prefer_gpu=prefer_gpu), pool)
+    report.cuda_graph = graphed.runner.cuda_graph
+    graphed.runner.fixed_decode = True  # on the CPU provider: the binding, without a capture
+    _, report.graph_decode_ms, tokens = timed_decode(graphed, contexts, reps)
+    report.graph_same_tokens = tokens == plain
     return report
 
 
@@ -144,6 +164,10 @@ def print_report(reports: list[VariantReport], contexts: list[int]) -> None:
         print(f"{r.variant}: providers {r.providers}")
         print(f"  nodes run: {nodes}; compute ops on the CPU: {r.compute_ops_on_cpu or 'none'}")
         print(f"  KV buffers (IOBinding): {r.kv_device}")
+        graph = "CUDA graph" if r.cuda_graph else "fixed binding, no capture (not CUDA)"
+        same = "same tokens" if r.graph_same_tokens else "DIFFERENT tokens"
+        steps = ", ".join(f"{c}: {ms} ms/tok" for c, ms in r.graph_decode_ms.items())
+        print(f"  decode with {graph}: {steps} ({same})")
     print(
         f"\n{'context':>8}"
         + "".join(f"{r.variant + ' prefill':>18}{r.variant + ' decode':>18}" for r in reports)
@@ -173,12 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     root = model_dir(args.model)
     reports = [measure(root / v, contexts, ok, args.reps) for v in ("fast", "standard")]
     print_report(reports, contexts)
-    failed = [r.variant for r in reports if ok and not r.on_gpu]
+    failed = [f"{r.variant} not wholly on the GPU" for r in reports if ok and not r.on_gpu]
+    failed += [
+        f"{r.variant} decodes other tokens with graphs" for r in reports if not r.graph_same_tokens
+    ]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps([r.__dict__ for r in reports], indent=2))
     if failed:
-        print(f"gpu_check: FAILED: {', '.join(failed)} not wholly on the GPU", file=sys.stderr)
+        print(f"gpu_check: FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
 

@@ -47,6 +47,7 @@ class KVSlot:
     leased: bool = False
     last_used: float = 0.0
     io_binding: object | None = None  # per-slot IOBinding, KV bound once
+    decode_binding: object | None = None  # the one-token step's fixed-shape binding (runner.py)
     tail: Tail | None = None  # a moved span to put back once the middle is computed (shift_tail)
     compute_s: float = 0.0  # time its forward passes ran (not waiting for the session's lock)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
@@ -11,17 +12,46 @@ import onnxruntime as ort
 from inference.errors import ModelFailure
 from inference.graph import GraphSpec
 from inference.kv_cache import KVSlot
+from inference.session import cuda_graph_enabled, on_gpu
+
+
+@dataclass(eq=False)
+class DecodeBinding:
+    """A slot's one-token step with every input and output at a fixed address and shape, so that
+    a CUDA graph captured once replays for every later step: the attention mask spans the whole
+    KV buffer (ones for the valid tokens; GroupQueryAttention reads the length from it) and new
+    values are written into the bound buffers in place."""
+
+    rows: int  # tokens per step: Runner.min_rows
+    io: ort.IOBinding
+    input_ids: ort.OrtValue
+    mask: ort.OrtValue
+    mask_host: np.ndarray
+    logits: ort.OrtValue
+    run_options: ort.RunOptions
 
 
 class Runner:
     """Owns one ORT session. Forward passes are serialised: one session, one compute stream."""
 
-    def __init__(self, session: ort.InferenceSession, spec: GraphSpec) -> None:
+    def __init__(
+        self, session: ort.InferenceSession, spec: GraphSpec, fixed_decode: bool | None = None
+    ) -> None:
         self.session = session
         self.spec = spec
         self.lock = threading.Lock()
         # 2 when a one-token pass computes differently from a wider one (see `calibrate`).
         self.min_rows = 1
+        self.cuda_graph = cuda_graph_enabled(session)
+        # Decode steps through a DecodeBinding: on CUDA with graphs (captured per slot), or
+        # when asked (the CPU tests check it computes what the plain step does).
+        self.fixed_decode = self.cuda_graph if fixed_decode is None else fixed_decode
+        self.device = "cuda" if on_gpu(session) else "cpu"
+        # A session that may capture graphs must be told not to for passes whose shapes change.
+        self.dynamic_run = ort.RunOptions()
+        if self.cuda_graph:
+            self.dynamic_run.add_run_config_entry("gpu_graph_id", "-1")
+        self._graph_ids = 0
 
     def calibrate(self, slot: KVSlot) -> None:
         """Check that one-token passes give the same numbers as multi-token passes.
@@ -53,7 +83,14 @@ class Runner:
         with self.lock:
             started = time.perf_counter()
             try:
-                if slot.buffers is not None:
+                if (
+                    slot.buffers is not None
+                    and self.fixed_decode
+                    and len(ids) == self.min_rows
+                    and num_logits == 1
+                ):
+                    logits = self._forward_fixed(slot, ids)
+                elif slot.buffers is not None:
                     logits = self._forward_shared(slot, ids, num_logits)
                 else:
                     logits = self._forward_growing(slot, ids, num_logits)
@@ -66,23 +103,26 @@ class Runner:
     def _forward_growing(self, slot: KVSlot, ids: list[int], num_logits: int) -> np.ndarray:
         assert slot.past is not None
         feeds = self.spec.feeds(np.asarray(ids), len(slot), slot.past, num_logits)
-        out = self.session.run(self.spec.output_names, feeds)
+        out = self.session.run(self.spec.output_names, feeds, self.dynamic_run)
         slot.past = out[1:]
         return out[0][0, -num_logits:]
 
-    def _forward_shared(self, slot: KVSlot, ids: list[int], num_logits: int) -> np.ndarray:
+    def _bind_kv(self, slot: KVSlot) -> ort.IOBinding:
         assert slot.buffers is not None
+        io = self.session.io_binding()
+        for i, layer in enumerate(self.spec.layers):
+            for j, (src, dst) in enumerate(
+                ((layer.past_key, layer.present_key), (layer.past_value, layer.present_value))
+            ):
+                buf = slot.buffers[2 * i + j]
+                io.bind_ortvalue_input(src, buf)
+                io.bind_ortvalue_output(dst, buf)
+        return io
+
+    def _forward_shared(self, slot: KVSlot, ids: list[int], num_logits: int) -> np.ndarray:
         io = slot.io_binding
         if io is None:
-            io = self.session.io_binding()
-            for i, layer in enumerate(self.spec.layers):
-                for j, (src, dst) in enumerate(
-                    ((layer.past_key, layer.present_key), (layer.past_value, layer.present_value))
-                ):
-                    buf = slot.buffers[2 * i + j]
-                    io.bind_ortvalue_input(src, buf)
-                    io.bind_ortvalue_output(dst, buf)
-            slot.io_binding = io
+            io = slot.io_binding = self._bind_kv(slot)
         past_len, n = len(slot), len(ids)
         io.bind_cpu_input("input_ids", np.asarray(ids, dtype=np.int64).reshape(1, n))
         io.bind_cpu_input("attention_mask", np.ones((1, past_len + n), dtype=np.int64))
@@ -91,5 +131,38 @@ class Runner:
         # Logits land in a numpy array we own: copy_outputs_to_cpu would copy every KV buffer too.
         logits = np.empty((1, num_logits, self.spec.vocab_size), dtype=np.float32)
         io.bind_output("logits", "cpu", 0, np.float32, list(logits.shape), logits.ctypes.data)
-        self.session.run_with_iobinding(io)
+        self.session.run_with_iobinding(io, self.dynamic_run)
         return logits[0]
+
+    def _forward_fixed(self, slot: KVSlot, ids: list[int]) -> np.ndarray:
+        """One decode step (`min_rows` tokens wide) through the slot's DecodeBinding."""
+        step = slot.decode_binding
+        if not isinstance(step, DecodeBinding) or step.rows != len(ids):
+            step = slot.decode_binding = self._decode_binding(slot, len(ids))
+        step.input_ids.update_inplace(np.array([ids], dtype=np.int64))
+        step.mask_host[0] = np.arange(slot.capacity) < len(slot) + len(ids)
+        step.mask.update_inplace(step.mask_host)
+        self.session.run_with_iobinding(step.io, step.run_options)
+        return step.logits.numpy()[0].copy()  # on the CPU numpy() is a view of the buffer
+
+    def _decode_binding(self, slot: KVSlot, rows: int) -> DecodeBinding:
+        io = self._bind_kv(slot)
+        device = self.device
+
+        def fixed(shape: tuple[int, ...], dtype: type) -> ort.OrtValue:
+            return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, device, 0)
+
+        input_ids = fixed((1, rows), np.int64)
+        mask = fixed((1, slot.capacity), np.int64)
+        logits = fixed((1, 1, self.spec.vocab_size), np.float32)
+        io.bind_ortvalue_input("input_ids", input_ids)
+        io.bind_ortvalue_input("attention_mask", mask)
+        if self.spec.has_num_logits:  # read by shape nodes on the CPU; always 1 here
+            io.bind_cpu_input("num_logits_to_keep", np.array(1, dtype=np.int64))
+        io.bind_ortvalue_output("logits", logits)
+        run = ort.RunOptions()
+        if self.cuda_graph:
+            self._graph_ids += 1  # one captured graph per slot: its KV buffers' addresses
+            run.add_run_config_entry("gpu_graph_id", str(self._graph_ids))
+        mask_host = np.zeros((1, slot.capacity), dtype=np.int64)
+        return DecodeBinding(rows, io, input_ids, mask, mask_host, logits, run)

@@ -23,6 +23,9 @@ class SessionConfig:
     threads: int | None = None  # None: one per core this process may run on
     allow_spinning: bool = False  # spinning threads fight the editor for shared cores (measured 2x)
     prefer_gpu: bool = True
+    # Capture one-token decode steps in a CUDA graph (inference/runner.py): a decode step of a
+    # small model is hundreds of kernel launches, not arithmetic. Only on CUDA.
+    cuda_graph: bool = True
 
 
 def default_threads() -> int:
@@ -66,6 +69,13 @@ def create_session(
         with contextlib.suppress(Exception):
             ort.preload_dlls()
     ort.set_default_logger_severity(4)  # a failed CUDA load is reported below, once, by us
+    if try_cuda and config.cuda_graph:
+        try:
+            providers = [(CUDA, {"enable_cuda_graph": "1"}), CPU]
+            return ort.InferenceSession(str(model_path), sess_options=opts, providers=providers)
+        except Exception as exc:  # ORT refuses capture for graphs with nodes it cannot capture
+            log.info("CUDA graphs off for %s (%s): decoding without", model_path.name, exc)
+            opts = session_options(config)
     session = ort.InferenceSession(str(model_path), sess_options=opts, providers=wanted)
     if CUDA in wanted and CUDA not in session.get_providers():
         log.info("CUDA execution provider did not load; running %s on the CPU", model_path.name)
@@ -74,3 +84,10 @@ def create_session(
 
 def on_gpu(session: ort.InferenceSession) -> bool:
     return CUDA in session.get_providers()
+
+
+def cuda_graph_enabled(session: ort.InferenceSession) -> bool:
+    """The session may capture CUDA graphs: every run of it must then say which graph it is
+    (`gpu_graph_id`; -1 for a run of shapes that change, which is not captured)."""
+    options = session.get_provider_options().get(CUDA, {})
+    return options.get("enable_cuda_graph") == "1"

@@ -53,4 +53,7 @@ def test_placement_kv_device_and_timings_on_the_cpu_provider(
         assert set(row["prefill_ms"]) == {"16", "40"} and all(
             v > 0 for v in row["decode_ms"].values()
         )
-    assert "KV buffers (IOBinding)" in printed and "decode" in printed
+        # The fixed-shape decode binding (what a CUDA graph captures) chose the same tokens.
+        assert row["cuda_graph"] is False and row["graph_same_tokens"] is True
+        assert set(row["graph_decode_ms"]) == {"16", "40"}
+    assert "KV buffers (IOBinding)" in printed and "fixed binding, no capture" in printed
