@@ -19,9 +19,16 @@ from inference.generate import Finish, Generation, GenerationConfig, GenerationR
 from inference.healing import heal
 from inference.kv_cache import PoolConfig
 from inference.kv_store import open_store
+from inference.manifest import ManifestError, read_manifest
 from inference.metrics import Metrics
 from inference.model import Model, load_model_dir
-from inference.paths import fastcomplete_home, kv_store_bytes, selected_model, variant_dir
+from inference.paths import (
+    MODEL_FILE,
+    fastcomplete_home,
+    kv_store_bytes,
+    selected_model,
+    variant_dir,
+)
 from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
 from inference.scoring import continuation_logprob, split_shared
@@ -87,6 +94,29 @@ def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
     return load
 
 
+def same_graph(a: Path, b: Path) -> bool:
+    """Both variants are one graph (an FP16 fast model on a GPU): load it once."""
+    try:
+        files = [read_manifest(d).files for d in (a, b)]
+    except ManifestError:
+        return False
+    entry = [f.get(MODEL_FILE) for f in files]
+    return entry[0] is not None and entry[0] == entry[1]
+
+
+def _once(load: Callable[[], Model]) -> Callable[[], Model]:
+    """`load`, run at most once however many variants (and threads) ask for it."""
+    lock, made = threading.Lock(), []
+
+    def shared() -> Model:
+        with lock:
+            if not made:
+                made.append(load())
+            return made[0]
+
+    return shared
+
+
 def _healed(
     model: Model, ids: list[int], config: GenerationConfig
 ) -> tuple[list[int], GenerationConfig]:
@@ -124,6 +154,8 @@ class Engine:
         self.model_dirs = dirs
         if loaders is None:
             loaders = {v: _loader(d, config) for v, d in dirs.items()}
+            if same_graph(dirs[FAST], dirs[STANDARD]):
+                loaders[FAST] = loaders[STANDARD] = _once(loaders[STANDARD])
         loaders = dict(loaders)  # the remote joins our own copy
         if config.remote is not None:
             remote = RemoteModel(config.remote)

@@ -74,6 +74,9 @@ class Manifest:
     # Rotary position base, when positions are plain RoPE (no scaling): the KV cache can move a
     # cached span to other positions (inference/kv_cache.py, the FIM tail). None: it cannot.
     rope_theta: float | None = None
+    # Why the fast model has its weights: {"device", "bits", "basis"} and, when measured on the
+    # machine (bench/fast_choice.py), each candidate's decode speed and agreement.
+    fast_choice: dict[str, Any] | None = None
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:

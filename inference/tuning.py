@@ -7,6 +7,16 @@ from __future__ import annotations
 
 # -- Engine ------------------------------------------------------------------------------------
 
+# The fast model's weight bits on each device, where no measurement on the machine chose them
+# (bench/fast_choice.py measures 16/8/4 on a GPU; `models build --fast-choice FILE` builds its
+# pick). 16: the fast model is the FP16 standard graph, loaded once.
+FAST_BITS = {"cpu": 8, "cuda": 16}
+FAST_BITS_BASIS = {
+    "cpu": "default: 8-bit weights keep 97.5% top-1 agreement and prefill fastest on the CPU",
+    "cuda": "default: on a lent H200 (bench/gpu_shape.py, 2026-12-04) Qwen2.5-Coder-1.5B's FP16 "
+    "decode (3.2 ms/token) beat its 8-bit (3.4-5.1); 4-bit not yet measured there",
+}
+
 # The background prefill feeds chunks of about this many milliseconds at the model's measured
 # prefill rate (a keystroke arriving mid-warm-up waits for at most one chunk), in multiples of
 # the smallest size and at most the largest. Smaller chunks cost more per token: Qwen 0.5B's

@@ -14,6 +14,23 @@ EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
 
+def _fast_choice(path: Path | None) -> dict | None:
+    """bench/fast_choice.py's report: its pick and what it measured."""
+    if path is None:
+        return None
+    try:
+        report = json.loads(path.read_text())
+        return {
+            "bits": int(report["chosen_bits"]),
+            "basis": f"measured: {path.name} ({report.get('device', '?')})",
+            "measured": report["rows"],
+        }
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(
+            f"fastcomplete: --fast-choice {path}: not a fast_choice report ({exc})"
+        ) from None
+
+
 def _models_build(args: argparse.Namespace) -> int:
     from models.build import BuildRequest, build
 
@@ -27,7 +44,10 @@ def _models_build(args: argparse.Namespace) -> int:
         block_size=args.block_size,
         bits=args.bits,
         cuda=args.cuda,
+        fast_choice=_fast_choice(args.fast_choice),
     )
+    if request.fast_choice is not None and args.bits is None:
+        request.bits = int(request.fast_choice["bits"])
     result = build(request, quiet=args.quiet)
     if not result.built:
         print(f"{result.name}: already built and intact at {result.path} (--force rebuilds)")
@@ -293,9 +313,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--bits",
         type=int,
-        choices=(8, 4),
-        default=NBitsScheme.bits,
-        help="fast model's weight bits: 8 (default) or 4 (smaller, lower agreement)",
+        choices=(16, 8, 4),
+        default=None,
+        help="fast model's weight bits: 8 (the CPU's default) or 4 (smaller, lower agreement); "
+        "16 (FP16, --cuda only, the default there: the standard graph, loaded once)",
+    )
+    b.add_argument(
+        "--fast-choice",
+        type=Path,
+        metavar="FILE",
+        help="build the fast model bench/fast_choice.py picked on this GPU (its --json report)",
     )
     b.add_argument(
         "--cuda",

@@ -32,6 +32,7 @@ from inference.manifest import (
     write_manifest,
 )
 from inference.paths import VARIANTS, ensure_private_dir, model_dir, models_dir, selected_model
+from inference.tuning import FAST_BITS, FAST_BITS_BASIS
 from models.catalogue import catalogue_source
 from models.convert import (
     PINNED_INPUTS,
@@ -82,12 +83,31 @@ class BuildRequest:
     # MatMulNBits block size of the fast model. 32 keeps the most quality; 128 prefills ~25% faster
     # with a larger NLL gap (README, "Fast model block size"); the agreement gate applies to both.
     block_size: int = NBitsScheme.block_size
-    bits: int = NBitsScheme.bits  # the fast model's weights: 8, or 4 (smaller, less agreement)
+    # The fast model's weights: 8 or 4 bits, or 16 (FP16, CUDA builds only: the standard graph,
+    # loaded once); None: this device's default (FAST_BITS).
+    bits: int | None = None
     cuda: bool = False  # the builder's CUDA graphs (FP16 standard model), for a GPU machine
+    # What chose the bits: bench/fast_choice.py's report, or this device's default.
+    fast_choice: dict | None = None
 
     @property
-    def scheme(self) -> NBitsScheme:
-        return NBitsScheme(bits=self.bits, block_size=self.block_size)
+    def fast_bits(self) -> int:
+        return self.bits if self.bits is not None else FAST_BITS["cuda" if self.cuda else "cpu"]
+
+    @property
+    def scheme(self) -> NBitsScheme | None:
+        """The fast model's weight-only quantization; None for an FP16 fast model."""
+        if self.fast_bits == 16:
+            return None
+        return NBitsScheme(bits=self.fast_bits, block_size=self.block_size)
+
+    def choice(self) -> dict:
+        """The manifest's record of why the fast model has its weights."""
+        device = "cuda" if self.cuda else "cpu"
+        if self.fast_choice is not None:
+            return {"device": device, "bits": self.fast_bits, **self.fast_choice}
+        basis = "asked (--bits)" if self.bits is not None else FAST_BITS_BASIS[device]
+        return {"device": device, "bits": self.fast_bits, "basis": basis}
 
     @property
     def graph(self) -> str:
@@ -154,7 +174,8 @@ def existing_build(name: str, request: BuildRequest) -> dict[str, Manifest] | No
     except ManifestError:
         return None
     ok = all(not check_files(model_dir(name) / v, m) for v, m in manifests.items())
-    same_scheme = manifests["fast"].quantization == request.scheme.describe()
+    scheme = request.scheme
+    same_scheme = manifests["fast"].quantization == (scheme.describe() if scheme else None)
     # A build of another graph (our own fused graph before 2026-12-04), or whose hf/ tokenizer
     # reads differently in transformers 5 (vLLM), is rebuilt.
     same_graph = all(m.graph == request.graph for m in manifests.values())
@@ -208,7 +229,11 @@ def _manifest(
         variant=variant,
         family=cfg["model_type"],
         architecture=(cfg.get("architectures") or ["?"])[0],
-        precision=f"int{request.bits}-weight-only" if fast else "fp16" if request.cuda else "fp32",
+        precision=f"int{request.fast_bits}-weight-only"
+        if fast and request.scheme
+        else "fp16"
+        if request.cuda
+        else "fp32",
         graph=request.graph,
         eos_token_ids=facts.eos_token_ids,
         bos_policy=facts.bos_policy,
@@ -224,7 +249,8 @@ def _manifest(
         source={"origin": source.origin, "file": source.path.name},
         files=describe_files(directory, sorted(p.name for p in directory.iterdir())),
         tools=_tool_versions(builder),
-        quantization=request.scheme.describe() if fast else None,
+        quantization=request.scheme.describe() if fast and request.scheme else None,
+        fast_choice=request.choice(),
         validation=figures,
         build_seconds=round(seconds, 1),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -266,11 +292,11 @@ def _build_into(
     where = "CUDA" if request.cuda else "CPU"
     with steps.step(f"build standard model ({where}, {'FP16' if request.cuda else 'FP32'})"):
         standard = build_graph(hf_dir, work / "standard", None, python, request.cuda)
-    with steps.step(f"build fast model ({where}, {request.bits}-bit)"):
-        fast = build_graph(hf_dir, work / "fast", request.scheme, python, request.cuda)
+    with steps.step(f"build fast model ({where}, {request.fast_bits}-bit)"):
+        fast = fast_graph(hf_dir, work, request, python, standard)
     with steps.step("validate (greedy vs torch, agreement)"):
         encode = _encoder(hf_dir, converted)
-        figures = validate(hf_dir, standard, fast, encode, request.bits, request.cuda)
+        figures = validate(hf_dir, standard, fast, encode, request.fast_bits, request.cuda)
     with steps.step("write manifests"):
         manifests = {}
         for variant in VARIANTS:
@@ -290,6 +316,25 @@ def _build_into(
             write_manifest(directory, manifest)
             manifests[variant] = manifest
     return manifests
+
+
+def fast_graph(
+    hf_dir: Path, work: Path, request: BuildRequest, python: Path, standard: Path
+) -> Path:
+    """The fast variant's graph: quantized by the builder, or (FP16) the standard graph's files,
+    hard-linked where the filesystem allows (the engine then loads it once: inference/engine.py)."""
+    if request.scheme is not None:
+        return build_graph(hf_dir, work / "fast", request.scheme, python, request.cuda)
+    if not request.cuda:
+        raise BuildError("an FP16 fast model (--bits 16) is for CUDA builds: add --cuda")
+    target = work / "fast"
+    target.mkdir(parents=True, exist_ok=True)
+    for item in standard.parent.iterdir():
+        try:
+            os.link(item, target / item.name)
+        except OSError:
+            shutil.copy2(item, target / item.name)
+    return target / standard.name
 
 
 def _check_tokenizer(path: Path, converted: Converted, source: Source) -> None:

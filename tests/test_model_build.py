@@ -70,14 +70,15 @@ def test_cuda_build_replaces_a_cpu_build_and_runs(home_with_tiny: Path) -> None:
     from inference.model import load_model_dir
     from models.validate import teacher_forced_logits
 
-    result = build(BuildRequest(tiny=True, cuda=True), quiet=True)
+    result = build(BuildRequest(tiny=True, cuda=True, bits=8), quiet=True)
     assert result.built  # the CPU build there is not what was asked for
     standard, fast = result.manifests["standard"], result.manifests["fast"]
     assert standard.graph == fast.graph == GENAI_CUDA_GRAPH
     assert standard.precision == "fp16" and fast.precision == "int8-weight-only"
+    assert fast.fast_choice == {"device": "cuda", "bits": 8, "basis": "asked (--bits)"}
     figures = standard.validation
     assert abs(figures["nll_standard"] - figures["nll_torch"]) <= MAX_NLL_GAP_FP16
-    assert build(BuildRequest(tiny=True, cuda=True), quiet=True).built is False
+    assert build(BuildRequest(tiny=True, cuda=True, bits=8), quiet=True).built is False
     ids = [100, 200, 300, 400]
     for variant in VARIANTS:  # the engine's shared FP16 KV buffers, on the CPU provider
         model = load_model_dir(result.path / variant)
@@ -277,3 +278,18 @@ def test_the_tiny_hf_folder_reads_the_same_everywhere(tiny_model: Path) -> None:
 
 def test_the_real_hf_folder_reads_the_same_everywhere(real_model: Path) -> None:
     _hf_tokenizer_agrees(real_model / "hf")
+
+
+@pytest.mark.model  # the tiny model's CUDA graphs with this device's default fast model
+def test_cuda_default_fast_model_is_the_fp16_graph_loaded_once(home_with_tiny: Path) -> None:
+    from inference.engine import Engine, EngineConfig, same_graph
+    from inference.router import FAST, STANDARD
+
+    result = build(BuildRequest(tiny=True, cuda=True), quiet=True)
+    fast = result.manifests["fast"]
+    assert fast.precision == "fp16" and fast.quantization is None
+    assert fast.fast_choice["bits"] == 16 and fast.fast_choice["basis"].startswith("default")
+    assert fast.validation["top1_agreement"] == 1.0
+    assert same_graph(result.path / "fast", result.path / "standard")
+    engine = Engine(EngineConfig(model_name=result.name, kv_store_dir=None))
+    assert engine.router.model(FAST) is engine.router.model(STANDARD)

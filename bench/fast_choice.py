@@ -1,0 +1,150 @@
+"""Which weights make the fast model fastest on this device, at a quality the build accepts.
+
+    python -m bench.fast_choice [--model NAME] [--bits 16,8,4] [--context 1024] [--json FILE]
+
+For each candidate (16: the build's standard graph, FP16 on a CUDA build; 8 and 4: MatMulNBits
+weights, the build's own fast graph when it has those bits, else built once from the build's hf/
+folder under MODEL/candidates/) it measures decode ms per token after `--context` tokens (CUDA
+graphs on where the session can capture them) and teacher-forced top-1 agreement with the
+standard graph on the build's sample text. The pick is the fastest candidate whose agreement
+passes the build's gate for its bits; `fastcomplete models build --cuda --fast-choice FILE`
+builds it and records the measurements in the manifest. Without a GPU it says so and exits 2,
+unless `--allow-cpu`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+DECODE_STEPS = 32
+
+
+@dataclass
+class Candidate:
+    bits: int
+    graph: str  # the model file measured
+    decode_ms: float
+    agreement: float
+    gate: float
+
+    @property
+    def passes(self) -> bool:
+        return self.agreement >= self.gate
+
+
+def choose(rows: list[Candidate]) -> int:
+    """The fastest candidate that passes its gate; more bits when equally fast."""
+    passing = [r for r in rows if r.passes]
+    if not passing:
+        raise ValueError("no candidate passes its agreement gate")
+    return min(passing, key=lambda r: (r.decode_ms, -r.bits)).bits
+
+
+def candidate_graph(root: Path, bits: int, cuda: bool) -> Path:
+    """The graph with `bits` weights: the build's own, or one built once beside it."""
+    from inference.manifest import read_manifest
+    from inference.paths import MODEL_FILE
+    from models.genai_build import NBitsScheme, build_graph, builder_python
+
+    if bits == 16:
+        return root / "standard" / MODEL_FILE
+    fast = read_manifest(root / "fast")
+    if (fast.quantization or {}).get("bits") == bits:
+        return root / "fast" / MODEL_FILE
+    out = root / "candidates" / f"int{bits}"
+    if not (out / MODEL_FILE).is_file():
+        build_graph(root / "hf", out, NBitsScheme(bits=bits), builder_python(), cuda)
+    return out / MODEL_FILE
+
+
+def decode_ms(graph: Path, context: int, gpu: bool) -> float:
+    """Median ms per decode step after `context` tokens, as the server runs it."""
+    from inference.graph import inspect_graph
+    from inference.kv_cache import KVPool, PoolConfig
+    from inference.runner import Runner
+    from inference.session import SessionConfig, create_session, on_gpu
+
+    session = create_session(graph, SessionConfig(prefer_gpu=gpu))
+    spec = inspect_graph(session)
+    device = "cuda" if on_gpu(session) else "cpu"
+    pool = KVPool(spec, True, PoolConfig(capacity_tokens=context + 2 * DECODE_STEPS, device=device))
+    runner, (slot, _) = Runner(session, spec), pool.lease([0])
+    ids = [(i * 7919) % 40000 + 100 for i in range(context)]
+    logits = runner.forward(slot, ids)
+    steps = []
+    for _ in range(DECODE_STEPS):
+        started = time.perf_counter()
+        logits = runner.forward(slot, [int(logits[-1].argmax())])
+        steps.append(time.perf_counter() - started)
+    return round(statistics.median(steps[2:]) * 1000, 3)  # the first steps capture the graph
+
+
+def measure(root: Path, bits: list[int], context: int, gpu: bool) -> list[Candidate]:
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    from inference.manifest import GENAI_CUDA_GRAPH, read_manifest
+    from inference.paths import MODEL_FILE
+    from models.validate import (
+        MAX_SAMPLE_TOKENS,
+        MIN_AGREEMENT,
+        MIN_AGREEMENT_4BIT,
+        agreement,
+        sample_text,
+    )
+
+    cuda = read_manifest(root / "standard").graph == GENAI_CUDA_GRAPH
+    tokenizer = Tokenizer.from_file(str(root / "standard" / "tokenizer.json"))
+    ids = np.array(tokenizer.encode(sample_text()).ids[:MAX_SAMPLE_TOKENS], dtype=np.int64)
+    standard = root / "standard" / MODEL_FILE
+    rows = []
+    for b in bits:
+        graph = candidate_graph(root, b, cuda)
+        agree = 1.0 if b == 16 else agreement(standard, graph, ids, gpu).top1_agreement
+        gate = MIN_AGREEMENT if b >= 8 else MIN_AGREEMENT_4BIT
+        rows.append(Candidate(b, str(graph), decode_ms(graph, context, gpu), round(agree, 4), gate))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.gpu_check import NO_GPU, gpu_available
+    from inference.paths import model_dir, selected_model
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default=selected_model())
+    parser.add_argument("--bits", default="16,8,4")
+    parser.add_argument("--context", type=int, default=1024)
+    parser.add_argument("--allow-cpu", action="store_true", help="measure on the CPU without a GPU")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    ok, why = gpu_available()
+    if not ok and not args.allow_cpu:
+        print(f"fast_choice: no GPU to measure: {why}", file=sys.stderr)
+        return NO_GPU
+    rows = measure(model_dir(args.model), [int(b) for b in args.bits.split(",")], args.context, ok)
+    chosen = choose(rows)
+    print(f"{'bits':>5}{'decode ms/tok':>15}{'agreement':>11}{'gate':>7}")
+    for r in rows:
+        mark = "  <- chosen" if r.bits == chosen else "" if r.passes else "  (below its gate)"
+        print(f"{r.bits:>5}{r.decode_ms:>15}{r.agreement:>11}{r.gate:>7}{mark}")
+    if args.json:
+        report = {
+            "model": args.model,
+            "device": "cuda" if ok else "cpu",
+            "context": args.context,
+            "chosen_bits": chosen,
+            "rows": [asdict(r) for r in rows],
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
