@@ -14,11 +14,16 @@ MODEL_FILE = "model.onnx"  # each variant's graph, in its folder
 
 
 def default_model() -> str:
-    """GPU_DEFAULT_MODEL where ONNX Runtime can use a GPU (onnxruntime-gpu and an NVIDIA
-    device), DEFAULT_MODEL otherwise."""
+    """Where ONNX Runtime can use a GPU (onnxruntime-gpu and an NVIDIA device): the model chosen
+    for that GPU (inference/model_choice.py; GPU_DEFAULT_MODEL where the GPU cannot be
+    described); DEFAULT_MODEL otherwise."""
     from inference.device import cuda_runtime_installed, gpu_present
 
-    return GPU_DEFAULT_MODEL if gpu_present() and cuda_runtime_installed() else DEFAULT_MODEL
+    if not (gpu_present() and cuda_runtime_installed()):
+        return DEFAULT_MODEL
+    from inference.model_choice import gpu_default
+
+    return gpu_default(GPU_DEFAULT_MODEL, DEFAULT_MODEL).model
 
 
 def selected_model() -> str:

@@ -7,6 +7,16 @@ from __future__ import annotations
 
 # -- Engine ------------------------------------------------------------------------------------
 
+# The GPU default (inference/model_choice.py): the best model whose first suggestion, measured on
+# the GPU, has a p95 within this; which fits in this share of the GPU's memory, counting this
+# much for the runtime's own workspace beside weights and KV; and, where nothing was measured on
+# this GPU yet, at most the largest size measured fast enough on a GPU (Qwen2.5-Coder-1.5B's
+# shape: FP16 decode 3.2 ms/token, prefill of 1,024 tokens 8.5 ms on a lent H200).
+T_FIRST_SUGGESTION_P95_MS = 150.0
+GPU_MEMORY_SHARE = 0.85
+GPU_MEMORY_OVERHEAD_BYTES = 1 << 30
+UNMEASURED_MAX_PARAMS_M = 1600
+
 # The fast model's weight bits on each device, where no measurement on the machine chose them
 # (bench/fast_choice.py measures 16/8/4 on a GPU; `models build --fast-choice FILE` builds its
 # pick). 16: the fast model is the FP16 standard graph, loaded once.

