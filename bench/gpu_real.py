@@ -101,7 +101,7 @@ def steps(model: str, out: Path, repos: Path, quick: bool = False) -> list[Step]
                 "--json",
                 str(out / f"eval-{i}.json"),
             ),
-            240,
+            150,
         )
         for i, repo in enumerate(EVAL_REPOS)
     ]
@@ -118,7 +118,7 @@ def steps(model: str, out: Path, repos: Path, quick: bool = False) -> list[Step]
                 "--json",
                 str(out / "gpu_check.json"),
             ),
-            240,
+            120,
         ),
         Step(
             "fast_choice",
@@ -132,9 +132,9 @@ def steps(model: str, out: Path, repos: Path, quick: bool = False) -> list[Step]
                 "--json",
                 str(out / "fast_choice.json"),
             ),
-            300,
+            240,
         ),
-        Step("models_measure", ("-m", "lsp_server.cli", "models", "measure"), 120),
+        Step("models_measure", ("-m", "lsp_server.cli", "models", "measure"), 90),
         *evals,
         Step(
             "first_ask",
@@ -148,21 +148,21 @@ def steps(model: str, out: Path, repos: Path, quick: bool = False) -> list[Step]
                 "--json",
                 str(out / "first_ask.json"),
             ),
-            300,
+            180,
         ),
         Step(
             "typing_replay",
             ("-m", "bench.typing_replay", "--fast-only", "--json", str(out / "typing.json")),
-            240,
+            150,
         ),
         Step(
             "assist",
             ("-m", "bench.assist", "--configs", "fast")
             + (("--quick",) if quick else ())
             + ("--json", str(out / "assist.json")),
-            420,
+            300,
         ),
-        Step("explain_speed", ("-m", "bench.explain_speed", "--reps", "2"), 180),
+        Step("explain_speed", ("-m", "bench.explain_speed", "--reps", "2"), 90),
     ]
 
 
