@@ -33,6 +33,29 @@ def _fast_choice(path: Path | None) -> dict | None:
 
 def _models_build(args: argparse.Namespace) -> int:
     from models.build import BuildRequest, build
+    from models.build_env import (
+        install_build_env,
+        installed_build_env,
+        missing_build_tools,
+        run_in_build_env,
+    )
+
+    missing = missing_build_tools()
+    if missing:  # a server installed without the build tools (uv tool, pipx)
+        python = installed_build_env()
+        if python is None and args.install_build_env:
+            python = install_build_env()
+        if python is None:
+            print(
+                f"fastcomplete: building a model needs {', '.join(missing)}, which the server "
+                "does not install. Either:\n"
+                "  fastcomplete models build --install-build-env   (installs them under "
+                "$FASTCOMPLETE_HOME: a few GB from PyPI, once)\n"
+                "  make models                                      (in a clone of the repository)",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
+        return run_in_build_env(python, [a for a in args.argv if a != "--install-build-env"])
 
     request = BuildRequest(
         name=args.name,
@@ -102,6 +125,12 @@ def _models_list(args: argparse.Namespace) -> int:
             f"agreement {agree}  {state}"
         )
     return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from lsp_server.doctor import doctor
+
+    return doctor(as_json=args.json)
 
 
 def _models_measure(args: argparse.Namespace) -> int:
@@ -367,6 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
         "too, where there is no GPU",
     )
     b.add_argument("--quiet", action="store_true", help="no progress bars")
+    b.add_argument(
+        "--install-build-env",
+        action="store_true",
+        help="where the build tools are missing (an installed server), install them under "
+        "$FASTCOMPLETE_HOME first (a few GB from PyPI, once)",
+    )
     b.set_defaults(func=_models_build)
 
     lst = models.add_parser("list", help="list built models")
@@ -375,6 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--catalogue", action="store_true", help="with --json: what can be built instead"
     )
     lst.set_defaults(func=_models_list)
+
+    doc = sub.add_parser("doctor", help="what this machine will use and why; what to fix")
+    doc.add_argument("--json", action="store_true", help="the checks as JSON (:checkhealth)")
+    doc.set_defaults(func=_doctor)
 
     mea = models.add_parser(
         "measure", help="time built models' first suggestion on this GPU (picks the GPU default)"
@@ -488,7 +527,9 @@ def run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.argv = argv  # `models build` may run itself again in the build environment
     return run(args.func, args)
 
 

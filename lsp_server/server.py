@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,11 @@ from lsprotocol import types
 
 from inference.engine import EngineConfig
 from lsp_server.answers import Answer, Selected
+from lsp_server.doctor import record_editor
 from lsp_server.errors import BadRequest
 from lsp_server.positions import position_at
 from lsp_server.service import CompletionService
+from lsp_server.settings import Settings
 from lsp_server.transport import Server, is_loopback, plain
 from lsp_server.uris import file_path
 
@@ -123,6 +126,9 @@ def register(server: Server) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls: Server, params: types.InitializeParams) -> None:
         ls.service.apply_settings(params.initialization_options)
+        if params.client_info is not None:
+            ls.client_name = params.client_info.name
+        _remember_settings(ls)
         ls.workspace_root = workspace_root(params)
         ls.service.use_workspace(ls.workspace_root)
 
@@ -160,6 +166,7 @@ def register(server: Server) -> None:
             ls.service.apply_settings(params.settings)
         else:
             await _pull_settings(ls)
+        _remember_settings(ls)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: Server, params: types.DidOpenTextDocumentParams) -> None:
@@ -335,6 +342,13 @@ async def _start_index(ls: Server, root: Path) -> None:
             )
         except Exception as exc:  # saves still keep the index current
             log.warning("could not register for file changes: %s", exc)
+
+
+def _remember_settings(ls: Server) -> None:
+    """The settings this editor changed from the defaults, for `fastcomplete doctor`."""
+    defaults = asdict(Settings())
+    changed = {k: v for k, v in asdict(ls.service.settings).items() if defaults.get(k) != v}
+    record_editor(ls.client_name, changed)
 
 
 async def _pull_settings(ls: Server) -> None:

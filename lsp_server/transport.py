@@ -223,6 +223,7 @@ class Server(LanguageServer):
         self.service = service
         service.notices.connect(self.show, self.send_status)
         self.workspace_root: Path | None = None  # from initialize: the folder to index
+        self.client_name = "an LSP client"  # from initialize: `fastcomplete doctor` names it
         self.command_cancels: dict[Any, threading.Event] = {}
         self.exporter: Any = None  # a PrometheusExporter when --metrics-port is given
         self._connected = False

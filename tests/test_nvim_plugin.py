@@ -214,6 +214,8 @@ def test_toggle_explain_and_health(nvim, tmp_path: Path) -> None:
     nvim.command("checkhealth fastcomplete")
     report = "\n".join(nvim.current.buffer[:])
     assert "server found" in report and "model smollm2-135m/fast" in report
+    # The server's own checks (`fastcomplete doctor --json`), as the command prints them.
+    assert "device: " in report and "versions: Python" in report and "home: " in report
     assert "mode: standard" in report
 
 

@@ -58,3 +58,17 @@ async def test_invalid_initialization_options_name_the_key(client: LanguageClien
     )
     await asyncio.sleep(0.2)
     assert (await command(client, "fastcomplete.stats"))["fastMode"] is False
+
+
+async def test_the_settings_an_editor_sent_are_kept_for_doctor(client: LanguageClient) -> None:
+    import json
+    from pathlib import Path
+
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"fastcomplete": {"debounceMs": 77}})
+    )
+    await command(client, "fastcomplete.stats")  # the notification before it was handled
+    seen = json.loads((Path(SERVER_HOME) / "editors.json").read_text())
+    settings = seen["an LSP client"]["settings"]
+    assert settings["debounceMs"] == 77 and settings["fastModelPath"] == f"{MISSING}/fast"
+    assert "maxTokens" not in settings  # refused, so still the default: nothing to report

@@ -1,5 +1,26 @@
--- :checkhealth fastcomplete
+-- :checkhealth fastcomplete: the server's own checks (`fastcomplete doctor --json`), and the
+-- model folders this config names.
 local M = {}
+
+-- The server's command line with `args` in place of `serve`.
+local function command(config, args)
+  local cmd = vim.list_slice(config.cmd, 1, #config.cmd - (config.cmd[#config.cmd] == 'serve' and 1 or 0))
+  return vim.list_extend(cmd, args)
+end
+
+local function report(health, check)
+  local advice = check.advice ~= '' and { check.advice } or nil
+  local line = check.area .. ': ' .. check.message
+  if check.level == 'ok' then
+    health.ok(line)
+  elseif check.level == 'warn' then
+    health.warn(line, advice)
+  elseif check.level == 'error' then
+    health.error(line, advice)
+  else
+    health.info(line)
+  end
+end
 
 function M.check()
   local health = vim.health
@@ -9,39 +30,32 @@ function M.check()
   if vim.fn.executable(exe) == 1 then
     health.ok('server found: ' .. vim.fn.exepath(exe))
   else
-    health.error('server not found: ' .. exe, { 'pip install fastcomplete (or set cmd in setup{})' })
+    health.error('server not found: ' .. exe, {
+      'uv tool install fastcomplete (or pipx install fastcomplete), then fastcomplete models build',
+      'or set cmd in setup{}',
+    })
     return
   end
   local paths = { fast = config.settings.fastModelPath, standard = config.settings.standardModelPath }
-  if paths.fast or paths.standard then
-    for variant, dir in pairs(paths) do
-      local ok, manifest = pcall(function()
-        return vim.json.decode(table.concat(vim.fn.readfile(dir .. '/manifest.json'), '\n'))
-      end)
-      if ok then
-        health.ok(('model %s/%s (%s) at %s'):format(manifest.name, manifest.variant, manifest.precision, dir))
-      else
-        health.error(('%s model: no readable manifest in %s'):format(variant, dir), { 'run `fastcomplete models build`' })
-      end
+  for variant, dir in pairs(paths) do
+    local ok, manifest = pcall(function()
+      return vim.json.decode(table.concat(vim.fn.readfile(dir .. '/manifest.json'), '\n'))
+    end)
+    if ok then
+      health.ok(('model %s/%s (%s) at %s'):format(manifest.name, manifest.variant, manifest.precision, dir))
+    else
+      health.error(('%s model: no readable manifest in %s'):format(variant, dir), { 'run `fastcomplete models build`' })
     end
-    return M.mode(health)
   end
-  -- The same command line as the server, with `models list --json` in place of `serve`.
-  local cmd = vim.list_slice(config.cmd, 1, #config.cmd - (config.cmd[#config.cmd] == 'serve' and 1 or 0))
-  vim.list_extend(cmd, { 'models', 'list', '--json' })
-  local listing = vim.system(cmd, { text = true, env = config.cmd_env }):wait()
-  local ok, models = pcall(vim.json.decode, listing.stdout or '')
-  if listing.code ~= 0 or not ok then
-    health.error('could not list models: ' .. (listing.stderr or ''))
-  elseif #models == 0 then
-    health.warn('no models built', { 'run `fastcomplete models build`' })
+  local result = vim.system(command(config, { 'doctor', '--json' }), { text = true, env = config.cmd_env }):wait()
+  local ok, checks = pcall(vim.json.decode, result.stdout or '')
+  if not ok or type(checks) ~= 'table' then
+    health.error('`fastcomplete doctor` did not answer: ' .. (result.stderr or ''))
   else
-    for _, m in ipairs(models) do
-      local line = ('%s/%s (%s)'):format(m.name, m.variant, m.precision or '?')
-      if m.ok then
-        health.ok('model ' .. line)
-      else
-        health.error('model ' .. line .. ': ' .. table.concat(m.problems or {}, '; '))
+    for _, check in ipairs(checks) do
+      -- This config's own model folders were checked above: the default model may be unbuilt.
+      if not (check.area == 'model' and (paths.fast or paths.standard)) then
+        report(health, check)
       end
     end
   end
