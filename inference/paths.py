@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# The default catalogue model, chosen by measurement (README, "Choosing the default"): on a CPU
+# The default catalogue model, chosen by measurement (docs/choosing-the-default.md): on a CPU
 # the one that saves the most keystrokes; with a GPU, the best by exact match.
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 GPU_DEFAULT_MODEL = "qwen2.5-coder-1.5b"

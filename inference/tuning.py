@@ -1,7 +1,7 @@
 """Every tunable of the engine and the server, in one table, each with its unit in its name
 (`_S` seconds, `_MS` milliseconds, `_TOKENS`, `_CHARS`, `_LINES`, `_BYTES`, `_ITEMS`, ...), as
 llama.vim keeps its defaults. The settings a user changes live in lsp_server.settings; these are
-the numbers behind them, measured on this project's benchmarks (see the README for each)."""
+the numbers behind them, measured on this project's benchmarks (see docs/ for each)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ FAST_BITS_BASIS = {
 # prefill rate (a keystroke arriving mid-warm-up waits for at most one chunk), in multiples of
 # the smallest size and at most the largest. Smaller chunks cost more per token: Qwen 0.5B's
 # fast model on 2 cores, 1,500 tokens: 2.0 / 1.7 / 1.56 / 1.52 ms a token in chunks of 32 / 64 /
-# 128 / 256 (README, "The background prefill"); 32-token chunks made warming 30% slower.
+# 128 / 256 (docs/cpu-code-model.md); 32-token chunks made warming 30% slower.
 T_WARM_CHUNK_MS = 120.0
 WARM_CHUNK_TOKENS = (32, 256)
 # Prefill seconds per token before a model has been measured (the fast model on 2 CPU cores:
@@ -124,7 +124,7 @@ NEAR_LINES = 4
 # around the cursor: both stay put while the person types inside one block (KV reuse, caches).
 WINDOW_STEP_LINES = 64
 # The code after the cursor in a FIM prompt: whole lines, up to this many tokens. It follows the
-# cursor in the prompt, so every keystroke prefills it again (measured in the README, "FIM").
+# cursor in the prompt, so every keystroke prefills it again (measured in docs/quality.md, "Fill-in-the-middle").
 FIM_SUFFIX_TOKENS = 128
 # ... and a key's share of that work: the suffix is kept where computing it fits this many
 # milliseconds at the model's measured prefill rate, else left out (lsp_server.completion_plan).
@@ -175,7 +175,7 @@ RECENT_EDIT_NEAR_LINES = 64
 GATE_LANGUAGES = ("python", "typescript", "javascript", "go", "rust")  # a learned bias each
 # A suggestion the gate gives less than this chance of being taken is held back (the
 # showGateThreshold setting). On the seed's labels 0.05 kept 97 of 98 taken and 354 of 686 shown,
-# 0.1 kept 97 and 271; on the unseen replay 0.1 cost ~10 keys of 1,920 (README).
+# 0.1 kept 97 and 271; on the unseen replay 0.1 cost ~10 keys of 1,920 (docs/latency.md).
 GATE_MIN_PROBABILITY = 0.05
 # Before any label of this person's: fitted by bench/gate_seed.py on 686 labels (98 taken) of
 # `bench.assist --configs "fast with the gate observing" --files <MCP Python> --seed 11

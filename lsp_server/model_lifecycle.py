@@ -116,9 +116,14 @@ class ModelLifecycle:
         if not self.ready.is_set():
             # One message, not one per model: the editor shows each as its own error.
             problems = "; ".join(missing) or "no model could be loaded"
-            notices.tell_once(
-                f"fastcomplete: no completions, no model could be loaded: {problems}", "error"
+            settings = self._settings()
+            offered = settings.offersModelBuild and not (
+                settings.fastModelPath or settings.standardModelPath
             )
+            if not (offered and all("models build" in m for m in missing)):
+                notices.tell_once(
+                    f"fastcomplete: no completions, no model could be loaded: {problems}", "error"
+                )
             notices.set_state("error", problems)
         else:
             for problem in missing:

@@ -71,6 +71,9 @@ class Settings:
     # refactor, fast mode off, a fallback) unless preloaded; each model's KV cache is bounded.
     preloadStandard: bool = False
     kvCacheMB: int = 768
+    # The editor offers to build a model that is not built (the VS Code extension does): the
+    # server then says so in its status only, so the person sees one notification, the offer.
+    offersModelBuild: bool = False
 
     def enabled_for(self, language_id: str) -> bool:
         return self.enable and self.languages.get(language_id, True)
@@ -223,6 +226,7 @@ VALIDATORS = {
     "rejectAfterShows": _int_in(0, 100),
     "retentionChecksS": _checks,
     "preloadStandard": _bool,
+    "offersModelBuild": _bool,
     "kvCacheMB": _int_in(64, 16384),
 }
 
@@ -230,6 +234,8 @@ VALIDATORS = {
 # Keys of the editor's `fastcomplete` section that the client itself uses: VS Code sends the
 # whole section, and they are no concern of the server's.
 CLIENT_KEYS = frozenset({"serverPath"})
+# What a client says about itself in initializationOptions, not a setting a person changes.
+CAPABILITY_KEYS = frozenset({"offersModelBuild"})
 
 
 def merge(current: Settings, raw: Any) -> tuple[Settings, list[str]]:

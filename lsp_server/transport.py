@@ -234,7 +234,7 @@ class Server(LanguageServer):
         self.window_show_message(types.ShowMessageParams(type=LEVELS[level], message=message))
 
     def send_status(self, state: str, message: str) -> None:
-        """The server's state for the client's status bar (see STATUS in the README)."""
+        """The server's state for the client's status bar (docs/language-server.md, `fastcomplete/status`)."""
         fast = self.service.settings.fastMode
         params = {"state": state, "message": message, "fastMode": fast}
         self.protocol.notify(STATUS_NOTIFICATION, params)

@@ -81,7 +81,7 @@ class BuildRequest:
     tiny: bool = False
     force: bool = False
     # MatMulNBits block size of the fast model. 32 keeps the most quality; 128 prefills ~25% faster
-    # with a larger NLL gap (README, "Fast model block size"); the agreement gate applies to both.
+    # with a larger NLL gap (docs/engine.md, "Fast model block size"); the agreement gate applies to both.
     block_size: int = NBitsScheme.block_size
     # The fast model's weights: 8 or 4 bits, or 16 (FP16, CUDA builds only: the standard graph,
     # loaded once); None: this device's default (FAST_BITS).

@@ -53,7 +53,7 @@ class CatalogueEntry:
     license: str
     fim: bool
     # Exact match of its fast model on the held-out workspace eval (`fastcomplete eval
-    # --workspace`, 60 positions, README "Choosing the default"): how the GPU default is ranked.
+    # --workspace`, 60 positions, docs/choosing-the-default.md): how the GPU default is ranked.
     exact_match: float | None = None
     params_m: int = 0  # parameters, millions: the memory a GPU needs for it (model_choice.py)
 

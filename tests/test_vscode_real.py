@@ -161,16 +161,20 @@ def _binary() -> Path:
 
 @contextmanager
 def _workbench(
-    browser: Any, tmp: Path, files: dict[str, str], settings: dict[str, Any]
+    browser: Any,
+    tmp: Path,
+    files: dict[str, str],
+    settings: dict[str, Any],
+    env: dict[str, str] | None = None,
 ) -> Iterator[Session]:
     """VS Code on a fresh workspace holding `files`, with the first file open. The server it
-    starts (through the extension) gets `settings` and a home of its own."""
+    starts (through the extension, which finds `fastcomplete` on PATH: no serverPath is set)
+    gets `settings` and a home of its own; `env`: VS Code's environment instead."""
     workspace = tmp / "project"
     workspace.mkdir()
     for name, text in files.items():
         (workspace / name).write_text(text, encoding="utf-8")
-    settings = {"fastcomplete.serverPath": str(venv_bin() / "fastcomplete"), **settings}
-    env = server_env(tmp / "home", venv_bin())
+    env = env or server_env(tmp / "home", venv_bin())
     with (
         code_server(_binary(), tmp, workspace, settings, env) as server,
         browser_page(browser) as page,
@@ -378,3 +382,38 @@ def test_a_missing_model_is_one_clear_message_and_the_editor_stays_usable(
         session.go_to(2)
         page.keyboard.type(" + b")
         assert session.save_and_read("add.py") == ADD.replace("return a", "return a + b")
+
+
+def _toasts(session: Session) -> list[str]:
+    toasts = session.page.locator(".notifications-toasts .notification-list-item-message")
+    wait_for(lambda: any("fastcomplete" in t for t in toasts.all_inner_texts()), 90, "a toast")
+    time.sleep(3)  # time for any further messages to arrive
+    return [t for t in toasts.all_inner_texts() if "fastcomplete" in t]
+
+
+def test_no_server_on_path_is_one_message_saying_what_to_install(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A machine without fastcomplete installed: nothing on PATH, nothing in ~/.local/bin."""
+    env = server_env(tmp_path / "home", tmp_path / "empty-bin")
+    env["PATH"] = os.pathsep.join(
+        d for d in env["PATH"].split(os.pathsep) if not (Path(d) / "fastcomplete").exists()
+    )
+    env["HOME"] = str(tmp_path / "user-home")
+    with _workbench(browser, tmp_path, {"add.py": ADD}, {}, env) as session:
+        messages = _toasts(session)
+        session.shot("no-server")
+        assert len(messages) == 1, messages
+        assert "make dist" in messages[0] and "uv tool install dist/" in messages[0], messages
+
+
+def test_no_model_built_is_one_offer_to_build_it(browser: Any, tmp_path: Path) -> None:
+    """The server is installed (on PATH) but its home has no model: one notification, the
+    extension's offer (the server leaves its own message out), with its button."""
+    with _workbench(browser, tmp_path, {"add.py": ADD}, {}) as session:
+        messages = _toasts(session)
+        session.shot("no-model")
+        assert len(messages) == 1, messages
+        assert "no model is built yet" in messages[0], messages
+        buttons = session.page.locator(".notifications-toasts .monaco-button").all_inner_texts()
+        assert "Build model" in buttons and "Not now" in buttons, buttons

@@ -2,6 +2,10 @@
 // completions, and adds a status bar item, Explain Selection, Toggle Fast Mode and Show Stats.
 // Tells the server where the cursor rests (fastcomplete/didFocus) so it can warm the prompt
 // before the next keystroke, and shows its state (fastcomplete/status) in the status bar.
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import * as vscode from "vscode";
 import {
   ExecuteCommandRequest,
@@ -14,7 +18,10 @@ import {
   Debouncer,
   explanationPage,
   FOCUS_DEBOUNCE_MS,
+  findServer,
+  INSTALL_COMMAND,
   isSynced,
+  needsModel,
   partialAcceptance,
   Shown,
   SYNCED_SCHEMES,
@@ -31,6 +38,9 @@ let lastLatency: number | undefined;
 // Until the server's first fastcomplete/status: it is starting, nothing can complete yet.
 let serverState: ServerState = "loading";
 let stateMessage = "fastcomplete: starting the server";
+// The server's command line, once found; and whether building a model was offered already.
+let server: { command: string; args: string[] } | undefined;
+let buildOffered = false;
 
 const DID_FOCUS = "fastcomplete/didFocus";
 const DID_PARTIALLY_ACCEPT = "fastcomplete/didPartiallyAccept";
@@ -61,6 +71,81 @@ function onStatus(params: { state: ServerState; message?: string; fastMode?: boo
     fastMode = params.fastMode; // the server's settings win: they say which model completes
   }
   refreshStatus();
+  const ownModels = config().get("fastModelPath") || config().get("standardModelPath");
+  if (needsModel(serverState, stateMessage) && !ownModels && !buildOffered && server) {
+    buildOffered = true; // one notification per window, however often the status repeats
+    void offerBuild(server);
+  }
+}
+
+function isFile(file: string): boolean {
+  try {
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+async function copyable(show: typeof vscode.window.showErrorMessage, text: string, command: string) {
+  if ((await show(text, "Copy command")) === "Copy command") {
+    await vscode.env.clipboard.writeText(command);
+  }
+}
+
+/** No server to start: say what to run, once. */
+function notifyMissing(): void {
+  serverState = "error";
+  stateMessage = `fastcomplete is not installed: run \`${INSTALL_COMMAND}\``;
+  refreshStatus();
+  void copyable(
+    vscode.window.showErrorMessage,
+    `fastcomplete: the server is not installed (not on PATH, not in ~/.local/bin, not at ` +
+      `fastcomplete.serverPath). Install it: in the fastcomplete repository, \`make dist\`, then ` +
+      `\`${INSTALL_COMMAND}\` (or pipx install), then reload the window.`,
+    INSTALL_COMMAND,
+  );
+}
+
+/** The server has no model: with the person's consent, build it, progress in the status bar. */
+async function offerBuild(found: { command: string; args: string[] }): Promise<void> {
+  const choice = await vscode.window.showInformationMessage(
+    "fastcomplete: no model is built yet. Build it now? It downloads the model from PyPI " +
+      "(about 0.5 GB) and, the first time, the tools that build it (a few GB); several minutes.",
+    "Build model",
+    "Not now",
+  );
+  if (choice !== "Build model") {
+    return;
+  }
+  const args = [...found.args.slice(0, -1), "models", "build", "--install-build-env", "--quiet"];
+  const code = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Window, title: "fastcomplete: building the model" },
+    (progress) =>
+      new Promise<number | null>((resolve) => {
+        const child = spawn(found.command, args, { env: process.env });
+        const report = (chunk: Buffer) => {
+          const line = chunk.toString().trim().split(/\r?\n|\r/).pop();
+          if (line) {
+            progress.report({ message: line.slice(0, 80) });
+          }
+        };
+        child.stdout.on("data", report);
+        child.stderr.on("data", report);
+        child.on("error", () => resolve(null));
+        child.on("close", resolve);
+      }),
+  );
+  if (code === 0) {
+    vscode.window.showInformationMessage("fastcomplete: the model is built; restarting the server");
+    await client?.restart();
+  } else {
+    const command = [found.command, ...args.slice(0, -2)].join(" ");
+    await copyable(
+      vscode.window.showErrorMessage,
+      `fastcomplete: building the model failed (exit ${code}): run \`${command}\` in a terminal to see why`,
+      command,
+    );
+  }
 }
 
 function remember(
@@ -128,11 +213,27 @@ function sendFocus(editor: vscode.TextEditor): void {
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const settings = settingsFrom((key) => config().get(key));
   fastMode = settings.fastMode !== false;
-  const { command, args } = serverCommand(config().get<string>("serverPath"));
-  const serverOptions: ServerOptions = { command, args };
+  const found = findServer(
+    config().get<string>("serverPath"),
+    process.env.PATH ?? "",
+    os.homedir(),
+    isFile,
+    path.delimiter,
+  );
+  status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  status.command = "fastcomplete.toggleFastModeClient";
+  context.subscriptions.push(status);
+  status.show();
+  if (found === undefined) {
+    notifyMissing();
+    return;
+  }
+  server = serverCommand(found);
+  const serverOptions: ServerOptions = { command: server.command, args: server.args };
   const clientOptions: LanguageClientOptions = {
     documentSelector: SYNCED_SCHEMES.map((scheme) => ({ scheme })),
-    initializationOptions: settings,
+    // The build offer below is the one notification for a model not built yet.
+    initializationOptions: { ...settings, offersModelBuild: true },
     synchronize: { configurationSection: "fastcomplete" },
     middleware: {
       provideInlineCompletionItems: async (document, position, ctx, token, next) => {
@@ -152,13 +253,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   client.onNotification(STATUS, onStatus);
   const focus = new Debouncer<vscode.TextEditor>(FOCUS_DEBOUNCE_MS, sendFocus);
 
-  status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
-  status.command = "fastcomplete.toggleFastModeClient";
   refreshStatus();
-  status.show();
 
   context.subscriptions.push(
-    status,
     vscode.workspace.registerTextDocumentContentProvider(EXPLAIN_SCHEME, {
       onDidChange: pageChanged.event,
       provideTextDocumentContent: (uri) => pages.get(uri.toString()) ?? "",

@@ -30,6 +30,44 @@ export function serverCommand(serverPath: string | undefined): { command: string
   return { command: parts[0], args: [...parts.slice(1), "serve"] };
 }
 
+export const SERVER_NAME = "fastcomplete";
+/** What a person runs to get the server, in the repository after `make dist` (README, Install). */
+export const INSTALL_COMMAND = "uv tool install dist/fastcomplete-0.1.0-py3-none-any.whl";
+
+/**
+ * The server's executable: `fastcomplete` on PATH, then where `uv tool` and `pipx` put it
+ * (~/.local/bin, often missing from a desktop-launched editor's PATH), then the configured
+ * `serverPath`. A serverPath the person set (anything but the default name) is theirs and comes
+ * first. Undefined when none exists.
+ */
+export function findServer(
+  serverPath: string | undefined,
+  pathEnv: string,
+  home: string,
+  isFile: (path: string) => boolean,
+  sep = ":",
+): string | undefined {
+  const configured = (serverPath ?? "").trim();
+  const explicit = configured !== "" && configured !== SERVER_NAME;
+  const program = configured.split(/\s+/)[0];
+  if (explicit && (isFile(program) || !program.includes("/"))) {
+    return configured; // a path that exists, or a command line / name the person chose
+  }
+  const dirs = pathEnv.split(sep).filter((d) => d !== "");
+  for (const dir of [...dirs, `${home}/.local/bin`]) {
+    const candidate = `${dir}/${SERVER_NAME}`;
+    if (isFile(candidate)) {
+      return candidate;
+    }
+  }
+  return explicit && isFile(program) ? configured : undefined;
+}
+
+/** The server's status says its model is not built: what the person can be offered. */
+export function needsModel(state: ServerState, message: string): boolean {
+  return state === "error" && message.includes("models build");
+}
+
 /** The status bar: which model completes, and how long the last completion took. */
 export function statusText(fastMode: boolean, lastLatencyMs: number | undefined): string {
   const mode = fastMode ? "$(zap) fast" : "$(beaker) standard";

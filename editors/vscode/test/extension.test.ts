@@ -1,6 +1,9 @@
 // The extension with the `vscode` module (and the language client) replaced by recording fakes.
 import { strict as assert } from "node:assert";
+import * as fs from "node:fs";
 import Module from "node:module";
+import * as os from "node:os";
+import * as path from "node:path";
 import { test } from "node:test";
 
 const calls: {
@@ -121,8 +124,12 @@ const load = (Module as any)._load;
 test("activate starts the server with the settings and shows the mode", async () => {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const ext: typeof import("../src/extension") = require("../src/extension");
+  // `fastcomplete` on PATH, as `uv tool install` or a virtual environment puts it there.
+  const bin = fs.mkdtempSync(path.join(os.tmpdir(), "fastcomplete-bin-"));
+  fs.writeFileSync(path.join(bin, "fastcomplete"), "#!/bin/sh\n", { mode: 0o755 });
+  process.env.PATH = `${bin}${path.delimiter}${process.env.PATH ?? ""}`;
   await ext.activate({ subscriptions: [] } as any);
-  assert.deepEqual(fakeClient?.options.server, { command: "fastcomplete", args: ["serve"] });
+  assert.deepEqual(fakeClient?.options.server, { command: path.join(bin, "fastcomplete"), args: ["serve"] });
   assert.equal(fakeClient?.options.initializationOptions.maxTokens, 48);
   assert.equal(fakeClient?.options.synchronize.configurationSection, "fastcomplete");
   assert.deepEqual(fakeClient?.options.documentSelector, [{ scheme: "file" }, { scheme: "untitled" }]);

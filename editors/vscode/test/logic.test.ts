@@ -3,7 +3,9 @@ import { test } from "node:test";
 import {
   Debouncer,
   explanationPage,
+  findServer,
   isSynced,
+  needsModel,
   partialAcceptance,
   serverCommand,
   settingsFrom,
@@ -23,6 +25,24 @@ test("server command appends serve", () => {
     command: "/venv/bin/python",
     args: ["-m", "lsp_server.cli", "serve"],
   });
+});
+
+test("the server is found on PATH, then in ~/.local/bin, then where configured", () => {
+  const files = new Set(["/venv/bin/fastcomplete", "/home/me/.local/bin/fastcomplete", "/opt/fc"]);
+  const isFile = (p: string) => files.has(p);
+  assert.equal(findServer(undefined, "/usr/bin:/venv/bin", "/home/me", isFile), "/venv/bin/fastcomplete");
+  assert.equal(findServer("fastcomplete", "/usr/bin", "/home/me", isFile), "/home/me/.local/bin/fastcomplete");
+  assert.equal(findServer(undefined, "/usr/bin", "/nobody", isFile), undefined);
+  // A path the person set is theirs: it wins when it exists.
+  assert.equal(findServer("/opt/fc", "/venv/bin", "/home/me", isFile), "/opt/fc");
+  assert.equal(findServer("/missing/fc", "/venv/bin", "/home/me", isFile), "/venv/bin/fastcomplete");
+  assert.equal(findServer("python -m lsp_server.cli", "", "/x", isFile), "python -m lsp_server.cli");
+});
+
+test("a status naming `models build` offers to build the model", () => {
+  assert.ok(needsModel("error", "fast model: not built: run `fastcomplete models build`"));
+  assert.ok(!needsModel("error", "the fast model failed"));
+  assert.ok(!needsModel("ready", "models build"));
 });
 
 test("status bar shows mode and latency", () => {

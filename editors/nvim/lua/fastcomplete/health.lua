@@ -31,7 +31,8 @@ function M.check()
     health.ok('server found: ' .. vim.fn.exepath(exe))
   else
     health.error('server not found: ' .. exe, {
-      'uv tool install fastcomplete (or pipx install fastcomplete), then fastcomplete models build',
+      'in the fastcomplete repository: make dist, then uv tool install dist/fastcomplete-*.whl',
+      'then: fastcomplete models build --install-build-env',
       'or set cmd in setup{}',
     })
     return
