@@ -399,7 +399,7 @@ def test_no_server_on_path_is_one_message_saying_what_to_install(
     env["PATH"] = os.pathsep.join(
         d for d in env["PATH"].split(os.pathsep) if not (Path(d) / "fastcomplete").exists()
     )
-    env["HOME"] = str(tmp_path / "user-home")
+    env["HOME"] = str(tmp_path / "bare-home")  # no profile, no ~/.local/bin
     with _workbench(browser, tmp_path, {"add.py": ADD}, {}, env) as session:
         messages = _toasts(session)
         session.shot("no-server")

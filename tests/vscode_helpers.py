@@ -155,9 +155,17 @@ def browser_page(browser: Any) -> Iterator[Any]:
 
 
 def server_env(home: Path, extra_path: Path) -> dict[str, str]:
+    """VS Code's environment: `extra_path` on PATH as a person's login shell puts it there
+    (VS Code's server gives extensions the PATH of the login shell, not of the process that
+    started it: what `uv tool update-shell` edits), in a user home of its own."""
     env = dict(os.environ)
     env["FASTCOMPLETE_HOME"] = str(home)
     env["PATH"] = f"{extra_path}{os.pathsep}{env.get('PATH', '')}"
+    user_home = home.parent / "user-home"
+    user_home.mkdir(parents=True, exist_ok=True)
+    for profile in (".profile", ".bashrc"):
+        (user_home / profile).write_text(f'export PATH="{extra_path}:$PATH"\n')
+    env["HOME"], env["SHELL"] = str(user_home), "/bin/bash"
     env.pop("VSCODE_IPC_HOOK_CLI", None)
     return env
 
