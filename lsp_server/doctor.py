@@ -139,11 +139,13 @@ def default_model() -> list[Check]:
 
 
 def build_tools() -> list[Check]:
-    from models.build_env import missing_build_tools
+    from models.build_env import build_env_dir, installed_build_env, missing_build_tools
 
     missing = missing_build_tools()
     if not missing:
         return [Check("build", "ok", "model build tools installed")]
+    if installed_build_env() is not None:
+        return [Check("build", "ok", f"model build tools installed under {build_env_dir()}")]
     return [
         Check(
             "build",

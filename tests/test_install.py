@@ -86,10 +86,21 @@ def test_a_fresh_venv_without_torch_serves_a_model_make_built(
     assert "fast (INT8)" in demo.stdout and "explain `load_orders`" in demo.stdout
     assert "Ignoring notification" not in demo.stdout + demo.stderr
 
-    build = run([str(exe), "models", "build", "--tiny"], user_env(tmp_path / "new-home"))
+    new_home = tmp_path / "new-home"
+    build = run([str(exe), "models", "build", "--tiny"], user_env(new_home))
     assert build.returncode == 1
     assert "fastcomplete models build --install-build-env" in build.stderr
     assert "make models" in build.stderr
+
+    # With consent, the build tools go under the home (once) and the build runs there.
+    cmd = [str(exe), "models", "build", "--tiny", "--install-build-env", "--quiet"]
+    build = run(cmd, user_env(new_home), 1800)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    assert "build environments ready" in build.stdout
+    assert (new_home / "models" / "tiny-llama" / "fast" / "manifest.json").is_file()
+    doctor = run([str(exe), "doctor"], user_env(new_home, FASTCOMPLETE_MODEL="tiny-llama"))
+    assert doctor.returncode == 0, doctor.stdout
+    assert f"installed under {new_home / 'build-env'}" in doctor.stdout
 
 
 def test_uv_tool_install_gives_a_working_command(
