@@ -69,14 +69,16 @@ def create_session(
         with contextlib.suppress(Exception):
             ort.preload_dlls()
     ort.set_default_logger_severity(4)  # a failed CUDA load is reported below, once, by us
+    session = None
     if try_cuda and config.cuda_graph:
         try:
-            providers = [(CUDA, {"enable_cuda_graph": "1"}), CPU]
-            return ort.InferenceSession(str(model_path), sess_options=opts, providers=providers)
+            graphs = [(CUDA, {"enable_cuda_graph": "1"}), CPU]
+            session = ort.InferenceSession(str(model_path), sess_options=opts, providers=graphs)
         except Exception as exc:  # ORT refuses capture for graphs with nodes it cannot capture
             log.info("CUDA graphs off for %s (%s): decoding without", model_path.name, exc)
             opts = session_options(config)
-    session = ort.InferenceSession(str(model_path), sess_options=opts, providers=wanted)
+    if session is None:
+        session = ort.InferenceSession(str(model_path), sess_options=opts, providers=wanted)
     if CUDA in wanted and CUDA not in session.get_providers():
         log.info("CUDA execution provider did not load; running %s on the CPU", model_path.name)
     return session

@@ -40,6 +40,12 @@ def _models_build(args: argparse.Namespace) -> int:
         run_in_build_env,
     )
 
+    if args.bits == 16 and not args.cuda:
+        print(
+            "fastcomplete: --bits 16 (an FP16 fast model) is for CUDA builds: add --cuda",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     missing = missing_build_tools()
     if missing:  # a server installed without the build tools (uv tool, pipx)
         python = installed_build_env()
@@ -148,9 +154,16 @@ def _models_measure(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    root = models_dir()
+    built = [p.name for p in root.iterdir()] if root.is_dir() else []
     names = args.model or sorted(
-        p.name for p in models_dir().iterdir() if (p / "fast" / "manifest.json").is_file()
+        n for n in built if (root / n / "fast" / "manifest.json").is_file()
     )
+    if not names:
+        print(
+            "fastcomplete: no model is built yet: run `fastcomplete models build`", file=sys.stderr
+        )
+        return EXIT_ERROR
     print(f"first suggestion: {PROMPT_TOKENS} prompt tokens cold, {NEW_TOKENS} new tokens")
     for name in names:
         result = first_suggestion(variant_dir(name, "fast"), prefer_gpu=gpu is not None)

@@ -229,11 +229,7 @@ def _manifest(
         variant=variant,
         family=cfg["model_type"],
         architecture=(cfg.get("architectures") or ["?"])[0],
-        precision=f"int{request.fast_bits}-weight-only"
-        if fast and request.scheme
-        else "fp16"
-        if request.cuda
-        else "fp32",
+        precision=_precision(request, fast),
         graph=request.graph,
         eos_token_ids=facts.eos_token_ids,
         bos_policy=facts.bos_policy,
@@ -255,6 +251,12 @@ def _manifest(
         build_seconds=round(seconds, 1),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def _precision(request: BuildRequest, fast: bool) -> str:
+    if fast and request.scheme is not None:
+        return f"int{request.fast_bits}-weight-only"
+    return "fp16" if request.cuda else "fp32"
 
 
 def rope_theta(cfg: dict) -> float | None:
