@@ -5,6 +5,7 @@ repository's make target built."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -101,6 +102,8 @@ def test_a_fresh_venv_without_torch_serves_a_model_make_built(
     doctor = run([str(exe), "doctor"], user_env(new_home, FASTCOMPLETE_MODEL="tiny-llama"))
     assert doctor.returncode == 0, doctor.stdout
     assert f"installed under {new_home / 'build-env'}" in doctor.stdout
+    shutil.rmtree(new_home)  # two torch environments: gigabytes a CI machine needs back
+    shutil.rmtree(env_dir)
 
 
 def test_uv_tool_install_gives_a_working_command(
