@@ -25,7 +25,6 @@ import {
   partialAcceptance,
   Shown,
   SYNCED_SCHEMES,
-  serverCommand,
   ServerState,
   settingsFrom,
   statusView,
@@ -228,7 +227,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     notifyMissing();
     return;
   }
-  server = serverCommand(found);
+  server = found;
   const serverOptions: ServerOptions = { command: server.command, args: server.args };
   const clientOptions: LanguageClientOptions = {
     documentSelector: SYNCED_SCHEMES.map((scheme) => ({ scheme })),

@@ -46,21 +46,22 @@ export function findServer(
   home: string,
   isFile: (path: string) => boolean,
   sep = ":",
-): string | undefined {
+): { command: string; args: string[] } | undefined {
   const configured = (serverPath ?? "").trim();
   const explicit = configured !== "" && configured !== SERVER_NAME;
   const program = configured.split(/\s+/)[0];
-  if (explicit && (isFile(program) || !program.includes("/"))) {
-    return configured; // a path that exists, or a command line / name the person chose
+  if (explicit && (isFile(configured) || isFile(program) || !program.includes("/"))) {
+    // A path that exists (spaces and all), or a command line / name the person chose.
+    return isFile(configured) ? { command: configured, args: ["serve"] } : serverCommand(configured);
   }
   const dirs = pathEnv.split(sep).filter((d) => d !== "");
   for (const dir of [...dirs, `${home}/.local/bin`]) {
     const candidate = `${dir}/${SERVER_NAME}`;
     if (isFile(candidate)) {
-      return candidate;
+      return { command: candidate, args: ["serve"] }; // a path: never split at its spaces
     }
   }
-  return explicit && isFile(program) ? configured : undefined;
+  return undefined;
 }
 
 /** The server's status says its model is not built: what the person can be offered. */

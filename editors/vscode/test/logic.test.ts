@@ -28,15 +28,26 @@ test("server command appends serve", () => {
 });
 
 test("the server is found on PATH, then in ~/.local/bin, then where configured", () => {
-  const files = new Set(["/venv/bin/fastcomplete", "/home/me/.local/bin/fastcomplete", "/opt/fc"]);
+  const files = new Set([
+    "/venv/bin/fastcomplete",
+    "/home/me/.local/bin/fastcomplete",
+    "/opt/fc",
+    "/home/Jo Doe/.local/bin/fastcomplete",
+  ]);
   const isFile = (p: string) => files.has(p);
-  assert.equal(findServer(undefined, "/usr/bin:/venv/bin", "/home/me", isFile), "/venv/bin/fastcomplete");
-  assert.equal(findServer("fastcomplete", "/usr/bin", "/home/me", isFile), "/home/me/.local/bin/fastcomplete");
+  const serve = (command: string) => ({ command, args: ["serve"] });
+  assert.deepEqual(findServer(undefined, "/usr/bin:/venv/bin", "/home/me", isFile), serve("/venv/bin/fastcomplete"));
+  assert.deepEqual(findServer("fastcomplete", "/usr/bin", "/home/me", isFile), serve("/home/me/.local/bin/fastcomplete"));
   assert.equal(findServer(undefined, "/usr/bin", "/nobody", isFile), undefined);
+  // A path with a space is one path, not a command line.
+  assert.deepEqual(findServer(undefined, "", "/home/Jo Doe", isFile), serve("/home/Jo Doe/.local/bin/fastcomplete"));
   // A path the person set is theirs: it wins when it exists.
-  assert.equal(findServer("/opt/fc", "/venv/bin", "/home/me", isFile), "/opt/fc");
-  assert.equal(findServer("/missing/fc", "/venv/bin", "/home/me", isFile), "/venv/bin/fastcomplete");
-  assert.equal(findServer("python -m lsp_server.cli", "", "/x", isFile), "python -m lsp_server.cli");
+  assert.deepEqual(findServer("/opt/fc", "/venv/bin", "/home/me", isFile), serve("/opt/fc"));
+  assert.deepEqual(findServer("/missing/fc", "/venv/bin", "/home/me", isFile), serve("/venv/bin/fastcomplete"));
+  assert.deepEqual(findServer("python -m lsp_server.cli", "", "/x", isFile), {
+    command: "python",
+    args: ["-m", "lsp_server.cli", "serve"],
+  });
 });
 
 test("a status naming `models build` offers to build the model", () => {
