@@ -244,6 +244,9 @@ def record_editor(client: str, settings: dict[str, Any]) -> None:
     path = editors_path()
     try:
         ensure_private_dir(path.parent)
-        path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+        # Whole or not at all: several servers (one per editor window) write it.
+        partial = path.with_name(f"{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+        partial.replace(path)
     except OSError:
         pass  # only for `doctor`: a read-only home must not stop the server
