@@ -14,7 +14,6 @@ unless `--allow-cpu`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -105,19 +104,15 @@ def measure(root: Path, bits: list[int], context: int, gpu: bool) -> list[Candid
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.gpu_check import NO_GPU, gpu_available
-    from inference.paths import model_dir, selected_model
+    from bench.gpu_check import NO_GPU, gpu_bench_parser, require_gpu
+    from inference.paths import model_dir
 
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default=selected_model())
+    parser = gpu_bench_parser(__doc__)
     parser.add_argument("--bits", default="16,8,4")
     parser.add_argument("--context", type=int, default=1024)
-    parser.add_argument("--allow-cpu", action="store_true", help="measure on the CPU without a GPU")
-    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    ok, why = gpu_available()
-    if not ok and not args.allow_cpu:
-        print(f"fast_choice: no GPU to measure: {why}", file=sys.stderr)
+    ok = require_gpu("fast_choice", args.allow_cpu)
+    if ok is None:
         return NO_GPU
     rows = measure(model_dir(args.model), [int(b) for b in args.bits.split(",")], args.context, ok)
     chosen = choose(rows)

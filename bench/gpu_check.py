@@ -74,6 +74,29 @@ def gpu_available() -> tuple[bool, str]:
     return True, ""
 
 
+def gpu_bench_parser(description: str | None) -> argparse.ArgumentParser:
+    """The arguments every GPU benchmark takes: the model, --allow-cpu, --json."""
+    from inference.paths import selected_model
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--model", default=selected_model())
+    parser.add_argument("--allow-cpu", action="store_true", help="measure on the CPU without a GPU")
+    parser.add_argument("--json", type=Path, default=None)
+    return parser
+
+
+def require_gpu(name: str, allow_cpu: bool, task: str = "measure") -> bool | None:
+    """Whether a GPU is there to measure; None (say why, exit NO_GPU) when there is none and the
+    CPU was not allowed."""
+    ok, why = gpu_available()
+    if not ok and not allow_cpu:
+        print(f"{name}: no GPU to {task}: {why}", file=sys.stderr)
+        return None
+    if not ok:
+        print(f"{name}: {why}; measuring the CPU provider instead (--allow-cpu)")
+    return ok
+
+
 def node_placement(model_file: Path, prefer_gpu: bool) -> tuple[Counter, list[str]]:
     """Nodes per provider in one profiled 16-token forward pass, and the compute ops on the CPU."""
     import numpy as np
@@ -178,22 +201,16 @@ def print_report(reports: list[VariantReport], contexts: list[int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from inference.paths import model_dir, selected_model
+    from inference.paths import model_dir
 
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default=selected_model())
+    parser = gpu_bench_parser(__doc__)
     parser.add_argument("--contexts", default="256,1024,4096")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--allow-cpu", action="store_true", help="measure on the CPU without a GPU")
-    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     contexts = [int(c) for c in args.contexts.split(",")]
-    ok, why = gpu_available()
-    if not ok and not args.allow_cpu:
-        print(f"gpu_check: no GPU to check: {why}", file=sys.stderr)
+    ok = require_gpu("gpu_check", args.allow_cpu, "check")
+    if ok is None:
         return NO_GPU
-    if not ok:
-        print(f"gpu_check: {why}; measuring the CPU provider instead (--allow-cpu)")
     root = model_dir(args.model)
     reports = [measure(root / v, contexts, ok, args.reps) for v in ("fast", "standard")]
     print_report(reports, contexts)

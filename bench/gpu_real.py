@@ -286,8 +286,7 @@ def build_cuda_model(work: Path, model: str) -> Path:
     """The GPU default's CUDA graphs under $FASTCOMPLETE_HOME, with manifests from the build
     here (their graph, precision, files and fast-model choice rewritten for these graphs)."""
     from inference.manifest import GENAI_CUDA_GRAPH, Manifest, describe_files, write_manifest
-    from inference.paths import MODEL_FILE, model_dir
-    from inference.tuning import FAST_BITS, FAST_BITS_BASIS
+    from inference.paths import model_dir
     from models.build import BuildRequest, fast_graph
     from models.genai_build import build_graph
 
@@ -305,17 +304,17 @@ def build_cuda_model(work: Path, model: str) -> Path:
         data = json.loads((work / "manifests" / f"{variant}.json").read_text())
         folder = root / variant
         shutil.copy2(hf / "tokenizer.json", folder / "tokenizer.json")
+        fast = variant == "fast"
         data.update(
             graph=GENAI_CUDA_GRAPH,
-            precision="fp16",
-            quantization=None,
-            fast_choice={"device": "cuda", "bits": 16, "basis": FAST_BITS_BASIS["cuda"]},
+            precision=request.precision(fast),
+            quantization=request.quantization(fast),
+            fast_choice=request.choice(),
             files={},
         )
         manifest = Manifest.from_json(data)
         manifest.files = describe_files(folder, sorted(p.name for p in folder.iterdir()))
         write_manifest(folder, manifest)
-    assert FAST_BITS["cuda"] == 16 and (root / "fast" / MODEL_FILE).is_file()
     check_nll(root, json.loads((work / "manifests" / "standard.json").read_text()))
     return root
 

@@ -13,6 +13,7 @@ new card does not start on a 7B it has never timed.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -20,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.paths import fastcomplete_home
+from inference.paths import DEFAULT_MODEL, GPU_DEFAULT_MODEL, fastcomplete_home
 from inference.tuning import (
     GPU_MEMORY_OVERHEAD_BYTES,
     GPU_MEMORY_SHARE,
@@ -52,8 +53,10 @@ class Choice:
     reason: str
 
 
+@functools.cache
 def gpu_info() -> Gpu | None:
-    """The first NVIDIA GPU's name and memory, from nvidia-smi (None when it cannot say)."""
+    """The first NVIDIA GPU's name and memory, from nvidia-smi (None when it cannot say); asked
+    once per process: every command line's defaults ask for the default model."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
@@ -165,15 +168,19 @@ def candidates(kv_bytes: int) -> list[Candidate]:
     return list(found.values())
 
 
-def gpu_default(unknown_gpu: str, nothing_fits: str) -> Choice:
-    """This GPU's default model: `unknown_gpu` where nvidia-smi cannot describe the GPU,
-    `nothing_fits` where no candidate fits it."""
+def default_choice() -> Choice:
+    """This machine's default model and why: the CPU default without a GPU ONNX Runtime can use
+    (onnxruntime-gpu and an NVIDIA device); else the choice for this GPU (GPU_DEFAULT_MODEL where
+    nvidia-smi cannot describe it, DEFAULT_MODEL where nothing fits it)."""
+    from inference.device import cuda_runtime_installed, gpu_present
     from inference.kv_cache import PoolConfig
 
+    if not (gpu_present() and cuda_runtime_installed()):
+        return Choice(DEFAULT_MODEL, "the CPU default: it saved the most keystrokes on a CPU")
     gpu = gpu_info()
     if gpu is None:
-        return Choice(unknown_gpu, "nvidia-smi did not describe the GPU: the fixed GPU default")
+        return Choice(GPU_DEFAULT_MODEL, "nvidia-smi did not describe the GPU: the fixed default")
     kv_bytes = PoolConfig().budget_bytes
-    choice = choose_gpu_model(candidates(kv_bytes), gpu, measured_p95(gpu), nothing_fits)
+    choice = choose_gpu_model(candidates(kv_bytes), gpu, measured_p95(gpu), DEFAULT_MODEL)
     log.info("default model %s: %s", choice.model, choice.reason)
     return choice

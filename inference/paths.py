@@ -14,16 +14,10 @@ MODEL_FILE = "model.onnx"  # each variant's graph, in its folder
 
 
 def default_model() -> str:
-    """Where ONNX Runtime can use a GPU (onnxruntime-gpu and an NVIDIA device): the model chosen
-    for that GPU (inference/model_choice.py; GPU_DEFAULT_MODEL where the GPU cannot be
-    described); DEFAULT_MODEL otherwise."""
-    from inference.device import cuda_runtime_installed, gpu_present
+    """This machine's default model (inference/model_choice.py says how it is chosen)."""
+    from inference.model_choice import default_choice
 
-    if not (gpu_present() and cuda_runtime_installed()):
-        return DEFAULT_MODEL
-    from inference.model_choice import gpu_default
-
-    return gpu_default(GPU_DEFAULT_MODEL, DEFAULT_MODEL).model
+    return default_choice().model
 
 
 def selected_model() -> str:

@@ -140,7 +140,8 @@ class Runner:
         if not isinstance(step, DecodeBinding) or step.rows != len(ids):
             step = slot.decode_binding = self._decode_binding(slot, len(ids))
         step.input_ids.update_inplace(np.array([ids], dtype=np.int64))
-        step.mask_host[0] = np.arange(slot.capacity) < len(slot) + len(ids)
+        valid = len(slot) + len(ids)
+        step.mask_host[0, :valid], step.mask_host[0, valid:] = 1, 0
         step.mask.update_inplace(step.mask_host)
         self.session.run_with_iobinding(step.io, step.run_options)
         return step.logits.numpy()[0].copy()  # on the CPU numpy() is a view of the buffer

@@ -8,187 +8,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from models.genai_build import NBitsScheme
+from lsp_server.models_cli import EXIT_ERROR, add_models_parser
 
-EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
-
-
-def _fast_choice(path: Path | None) -> dict | None:
-    """bench/fast_choice.py's report: its pick and what it measured."""
-    if path is None:
-        return None
-    try:
-        report = json.loads(path.read_text())
-        return {
-            "bits": int(report["chosen_bits"]),
-            "basis": f"measured: {path.name} ({report.get('device', '?')})",
-            "measured": report["rows"],
-        }
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SystemExit(
-            f"fastcomplete: --fast-choice {path}: not a fast_choice report ({exc})"
-        ) from None
-
-
-def _models_build(args: argparse.Namespace) -> int:
-    from models.build import BuildRequest, build
-    from models.build_env import (
-        install_build_env,
-        installed_build_env,
-        missing_build_tools,
-        run_in_build_env,
-    )
-
-    if args.bits == 16 and not args.cuda:
-        print(
-            "fastcomplete: --bits 16 (an FP16 fast model) is for CUDA builds: add --cuda",
-            file=sys.stderr,
-        )
-        return EXIT_ERROR
-    missing = missing_build_tools()
-    if missing:  # a server installed without the build tools (uv tool, pipx)
-        python = installed_build_env()
-        if python is None and args.install_build_env:
-            python = install_build_env()
-        if python is None:
-            print(
-                f"fastcomplete: building a model needs {', '.join(missing)}, which the server "
-                "does not install. Either:\n"
-                "  fastcomplete models build --install-build-env   (installs them under "
-                "$FASTCOMPLETE_HOME: a few GB from PyPI, once)\n"
-                "  make models                                      (in a clone of the repository)",
-                file=sys.stderr,
-            )
-            return EXIT_ERROR
-        return run_in_build_env(python, [a for a in args.argv if a != "--install-build-env"])
-
-    request = BuildRequest(
-        name=args.name,
-        model=args.model,
-        from_gguf=args.from_gguf,
-        from_hf=args.from_hf,
-        tiny=args.tiny,
-        force=args.force,
-        block_size=args.block_size,
-        bits=args.bits,
-        cuda=args.cuda,
-        fast_choice=_fast_choice(args.fast_choice),
-    )
-    if request.fast_choice is not None and args.bits is None:
-        request.bits = int(request.fast_choice["bits"])
-    result = build(request, quiet=args.quiet)
-    if not result.built:
-        print(f"{result.name}: already built and intact at {result.path} (--force rebuilds)")
-        return 0
-    fig = result.manifests["fast"].validation
-    print(
-        f"{result.name}: built in {result.seconds:.0f} s at {result.path}\n"
-        f"  fast vs standard top-1 agreement {fig['top1_agreement']:.3f} over {fig['tokens']} "
-        f"tokens; NLL standard {fig['nll_standard']:.3f}, fast {fig['nll_fast']:.3f}"
-    )
-    return 0
-
-
-def _models_list(args: argparse.Namespace) -> int:
-    from models.catalogue import CATALOGUE
-    from models.registry import list_models
-
-    statuses = list_models()
-    built = {s.name for s in statuses}
-    if args.json and args.catalogue:
-        catalogue = [
-            {
-                "name": e.name,
-                "summary": e.summary,
-                "download_bytes": e.gguf_bytes,
-                "wheels": len(e.wheels),
-                "fim": e.fim,
-                "license": e.license,
-                "built": e.name in built,
-            }
-            for e in CATALOGUE.values()
-        ]
-        print(json.dumps(catalogue, indent=2))
-        return 0
-    if args.json:
-        print(json.dumps([s.to_json() for s in statuses], indent=2))
-        return 0
-    print("can be built (fastcomplete models build --model NAME):")
-    for e in CATALOGUE.values():
-        mark = "built" if e.name in built else f"{e.gguf_bytes / 1e6:.0f} MB download"
-        print(f"  {e.name:<20} {mark:<18} {e.summary}")
-    print("built:")
-    if not statuses:
-        print("  no models built yet: run `fastcomplete models build`")
-    for s in statuses:
-        info = s.to_json()
-        size = f"{info['size_bytes'] / 1e6:.0f} MB" if info["size_bytes"] else "?"
-        agree = (info["validation"] or {}).get("top1_agreement")
-        state = "ok" if s.manifest and not s.problems else "BROKEN: " + "; ".join(s.problems)
-        print(
-            f"{s.name:<20} {s.variant:<9} {info['precision'] or '?':<17} {size:>7}  "
-            f"agreement {agree}  {state}"
-        )
-    return 0
 
 
 def _doctor(args: argparse.Namespace) -> int:
     from lsp_server.doctor import doctor
 
     return doctor(as_json=args.json)
-
-
-def _models_measure(args: argparse.Namespace) -> int:
-    from inference.device import gpu_present
-    from inference.model_choice import Gpu, gpu_default, gpu_info, record_p95
-    from inference.paths import DEFAULT_MODEL, GPU_DEFAULT_MODEL, models_dir, variant_dir
-    from inference.tuning import T_FIRST_SUGGESTION_P95_MS
-    from models.measure import NEW_TOKENS, PROMPT_TOKENS, first_suggestion
-
-    gpu = gpu_info() if gpu_present() else None
-    if gpu is None and not args.allow_cpu:
-        print(
-            "fastcomplete: no GPU described by nvidia-smi: on a CPU the default is chosen by "
-            "keystrokes saved, not measured here (--allow-cpu measures the CPU anyway)",
-            file=sys.stderr,
-        )
-        return 2
-    root = models_dir()
-    built = [p.name for p in root.iterdir()] if root.is_dir() else []
-    names = args.model or sorted(
-        n for n in built if (root / n / "fast" / "manifest.json").is_file()
-    )
-    if not names:
-        print(
-            "fastcomplete: no model is built yet: run `fastcomplete models build`", file=sys.stderr
-        )
-        return EXIT_ERROR
-    print(f"first suggestion: {PROMPT_TOKENS} prompt tokens cold, {NEW_TOKENS} new tokens")
-    for name in names:
-        result = first_suggestion(variant_dir(name, "fast"), prefer_gpu=gpu is not None)
-        verdict = "within" if result.p95_ms <= T_FIRST_SUGGESTION_P95_MS else "over"
-        print(
-            f"  {name} ({result.device}): p50 {result.p50_ms:.0f} ms, p95 {result.p95_ms:.0f} ms "
-            f"({verdict} the {T_FIRST_SUGGESTION_P95_MS:.0f} ms budget)"
-        )
-        if result.device == "cuda" and gpu is not None:
-            record_p95(gpu, name, result.p95_ms)
-        elif args.allow_cpu:
-            record_p95(Gpu("cpu", 0), name, result.p95_ms)
-    if gpu is not None:
-        choice = gpu_default(GPU_DEFAULT_MODEL, DEFAULT_MODEL)
-        print(f"default model on {gpu.name}: {choice.model} ({choice.reason})")
-    return 0
-
-
-def _models_verify(args: argparse.Namespace) -> int:
-    from models.registry import verify
-
-    statuses = verify(args.name)
-    for s in statuses:
-        print(f"{s.name} {s.variant}: " + ("ok" if not s.problems else "; ".join(s.problems)))
-    return 0 if all(not s.problems for s in statuses) else EXIT_ERROR
 
 
 def _complete(args: argparse.Namespace) -> int:
@@ -359,85 +187,16 @@ def _eval_workspace(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from inference.paths import selected_model
     from lsp_server.settings import Settings
 
     parser = argparse.ArgumentParser(prog="fastcomplete", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    models = sub.add_parser("models", help="build, list and verify models").add_subparsers(
-        dest="models_command", required=True
-    )
-    b = models.add_parser("build", help="build the standard (FP32) and fast (INT8) models")
-    src = b.add_mutually_exclusive_group()
-    src.add_argument(
-        "--model",
-        metavar="NAME",
-        help=f"a catalogue model (`models list`); default here: {selected_model()}",
-    )
-    src.add_argument("--from-gguf", type=Path, metavar="FILE", help="a Llama-family GGUF file")
-    src.add_argument("--from-hf", type=Path, metavar="DIR", help="a Hugging Face model folder")
-    src.add_argument("--tiny", action="store_true", help="a tiny random model for tests")
-    b.add_argument("--name", help="model name under $FASTCOMPLETE_HOME/models")
-    b.add_argument("--force", action="store_true", help="rebuild even if a valid build exists")
-    b.add_argument(
-        "--block-size",
-        type=int,
-        choices=(16, 32, 64, 128),
-        default=NBitsScheme.block_size,
-        help="fast model's 8-bit block size: 32 (default) keeps the most quality, 128 prefills "
-        "~25%% faster",
-    )
-    b.add_argument(
-        "--bits",
-        type=int,
-        choices=(16, 8, 4),
-        default=None,
-        help="fast model's weight bits: 8 (the CPU's default) or 4 (smaller, lower agreement); "
-        "16 (FP16, --cuda only, the default there: the standard graph, loaded once)",
-    )
-    b.add_argument(
-        "--fast-choice",
-        type=Path,
-        metavar="FILE",
-        help="build the fast model bench/fast_choice.py picked on this GPU (its --json report)",
-    )
-    b.add_argument(
-        "--cuda",
-        action="store_true",
-        help="CUDA graphs for a GPU machine (FP16 standard model); built and checked on the CPU "
-        "too, where there is no GPU",
-    )
-    b.add_argument("--quiet", action="store_true", help="no progress bars")
-    b.add_argument(
-        "--install-build-env",
-        action="store_true",
-        help="where the build tools are missing (an installed server), install them under "
-        "$FASTCOMPLETE_HOME first (a few GB from PyPI, once)",
-    )
-    b.set_defaults(func=_models_build)
-
-    lst = models.add_parser("list", help="list built models")
-    lst.add_argument("--json", action="store_true", help="the built models as JSON")
-    lst.add_argument(
-        "--catalogue", action="store_true", help="with --json: what can be built instead"
-    )
-    lst.set_defaults(func=_models_list)
+    add_models_parser(sub)
 
     doc = sub.add_parser("doctor", help="what this machine will use and why; what to fix")
     doc.add_argument("--json", action="store_true", help="the checks as JSON (:checkhealth)")
     doc.set_defaults(func=_doctor)
-
-    mea = models.add_parser(
-        "measure", help="time built models' first suggestion on this GPU (picks the GPU default)"
-    )
-    mea.add_argument("--model", action="append", help="a built model (repeatable; default: all)")
-    mea.add_argument("--allow-cpu", action="store_true", help="measure on the CPU without a GPU")
-    mea.set_defaults(func=_models_measure)
-
-    ver = models.add_parser("verify", help="check sha256s and run one forward pass")
-    ver.add_argument("name", nargs="?", default=selected_model())
-    ver.set_defaults(func=_models_verify)
 
     srv = sub.add_parser("serve", help="run the language server (LSP over stdio)")
     srv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")

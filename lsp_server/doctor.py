@@ -98,19 +98,12 @@ def _cuda_libraries() -> list[str]:
 
 
 def default_model() -> list[Check]:
-    from inference.device import cuda_runtime_installed, gpu_present
-    from inference.paths import DEFAULT_MODEL, GPU_DEFAULT_MODEL, selected_model
+    from inference.model_choice import default_choice
+    from inference.paths import selected_model
     from models.registry import list_models
 
     name = selected_model()
-    if os.environ.get("FASTCOMPLETE_MODEL"):
-        why = "FASTCOMPLETE_MODEL"
-    elif gpu_present() and cuda_runtime_installed():
-        from inference.model_choice import gpu_default
-
-        why = gpu_default(GPU_DEFAULT_MODEL, DEFAULT_MODEL).reason
-    else:
-        why = "the CPU default: it saved the most keystrokes on a CPU"
+    why = "FASTCOMPLETE_MODEL" if os.environ.get("FASTCOMPLETE_MODEL") else default_choice().reason
     statuses = [s for s in list_models() if s.name == name]
     checks = [Check("model", "info", f"default model {name} ({why})")]
     if not statuses:
@@ -163,11 +156,13 @@ def home() -> list[Check]:
     root = fastcomplete_home()
     if not root.exists():
         return [Check("home", "info", f"{root}: not created yet (models build makes it)")]
-    total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-    parts = []
-    for child in sorted(p for p in root.iterdir() if p.is_dir()):
-        size = sum(p.stat().st_size for p in child.rglob("*") if p.is_file() and not p.is_symlink())
-        parts.append(f"{child.name} {size / 1e6:.0f} MB")
+    sizes: dict[str, int] = {}
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            top = path.relative_to(root).parts[0]
+            sizes[top] = sizes.get(top, 0) + path.stat().st_size
+    total = sum(sizes.values())
+    parts = [f"{n} {b / 1e6:.0f} MB" for n, b in sorted(sizes.items()) if (root / n).is_dir()]
     detail = f" ({', '.join(parts)})" if parts else ""
     return [Check("home", "info", f"{root}: {total / 1e6:.0f} MB{detail}")]
 

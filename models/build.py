@@ -101,6 +101,14 @@ class BuildRequest:
             return None
         return NBitsScheme(bits=self.fast_bits, block_size=self.block_size)
 
+    def precision(self, fast: bool) -> str:
+        if fast and self.scheme is not None:
+            return f"int{self.fast_bits}-weight-only"
+        return "fp16" if self.cuda else "fp32"
+
+    def quantization(self, fast: bool) -> dict | None:
+        return self.scheme.describe() if fast and self.scheme is not None else None
+
     def choice(self) -> dict:
         """The manifest's record of why the fast model has its weights."""
         device = "cuda" if self.cuda else "cpu"
@@ -229,7 +237,7 @@ def _manifest(
         variant=variant,
         family=cfg["model_type"],
         architecture=(cfg.get("architectures") or ["?"])[0],
-        precision=_precision(request, fast),
+        precision=request.precision(fast),
         graph=request.graph,
         eos_token_ids=facts.eos_token_ids,
         bos_policy=facts.bos_policy,
@@ -245,18 +253,12 @@ def _manifest(
         source={"origin": source.origin, "file": source.path.name},
         files=describe_files(directory, sorted(p.name for p in directory.iterdir())),
         tools=_tool_versions(builder),
-        quantization=request.scheme.describe() if fast and request.scheme else None,
+        quantization=request.quantization(fast),
         fast_choice=request.choice(),
         validation=figures,
         build_seconds=round(seconds, 1),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-
-
-def _precision(request: BuildRequest, fast: bool) -> str:
-    if fast and request.scheme is not None:
-        return f"int{request.fast_bits}-weight-only"
-    return "fp16" if request.cuda else "fp32"
 
 
 def rope_theta(cfg: dict) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def test_a_larger_model_is_chosen_only_once_measured_within_the_budget() -> None
 
 
 @pytest.fixture
-def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Gpu:
+def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gpu]:
     """An nvidia-smi on PATH describing an 8 GB laptop GPU, and a GPU runtime said present."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -80,7 +81,9 @@ def fake_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Gpu:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(device, "gpu_present", lambda: True)
     monkeypatch.setattr(device, "cuda_runtime_installed", lambda: True)
-    return Gpu("NVIDIA GeForce RTX 4060 Laptop GPU", 8188 << 20)
+    model_choice.gpu_info.cache_clear()  # asked once per process: this test's GPU is another
+    yield Gpu("NVIDIA GeForce RTX 4060 Laptop GPU", 8188 << 20)
+    model_choice.gpu_info.cache_clear()
 
 
 def test_default_model_asks_the_gpu(fake_gpu: Gpu, home: Path) -> None:
