@@ -16,8 +16,8 @@ from collections.abc import Callable
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from lsp_server.edits import apply_change
-from lsp_server.positions import LINE_BREAK, offset_at
+from lsp_server.text.edits import apply_change
+from lsp_server.text.positions import LINE_BREAK, offset_at
 
 LINE = "hello = 'wörld' 👋\n"
 
@@ -54,9 +54,9 @@ def main() -> None:
         TextDocument("file:///bench.py", source=text).apply_change(edit)
 
     rows = {
-        "position lookup (lsp_server.positions)": median_ms(lambda: offset_at(text, line, 3)),
+        "position lookup (lsp_server.text.positions)": median_ms(lambda: offset_at(text, line, 3)),
         "position lookup, line by line (before)": median_ms(lambda: line_by_line(text, line)),
-        "edit (lsp_server.edits)": median_ms(lambda: apply_change(text, edit)),
+        "edit (lsp_server.text.edits)": median_ms(lambda: apply_change(text, edit)),
         "edit (pygls TextDocument)": median_ms(pygls_edit),
     }
     print(f"{len(text.encode()) / 1e6:.1f} MB, {lines} lines, position at line {line}")

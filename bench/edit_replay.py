@@ -42,7 +42,7 @@ from bench.lsp_replay import (
     stop_server,
     utf16_len,
 )
-from lsp_server.languages import IDENT
+from lsp_server.text.languages import IDENT
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 DEF_LINE = re.compile(r"^\s*(?:async\s+)?def\s|^\s*class\s")

@@ -2,7 +2,7 @@
 
     FASTCOMPLETE_MODEL=qwen2.5-coder-0.5b .venv/bin/python -m bench.explain_speed [--reps 2]
 
-The prompt is the server's own (lsp_server/prompts.py, rendered with the model's chat template)
+The prompt is the server's own (lsp_server/chat/prompts.py, rendered with the model's chat template)
 for a ~40-line function of this project; up to 300 new tokens, greedy; the completion cache is
 off. Medians over the runs; the first run after loading is measured too (a person's first
 explain).
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from inference.engine import Engine, EngineConfig
 from inference.router import STANDARD, Task
-from lsp_server.prompts import EXPLAIN_CONFIG, explain_messages
+from lsp_server.chat.prompts import EXPLAIN_CONFIG, explain_messages
 
 CODE_FILE = Path(__file__).resolve().parent.parent / "lsp_server" / "context.py"
 NEW_TOKENS = 300

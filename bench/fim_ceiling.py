@@ -20,11 +20,11 @@ from pathlib import Path
 from inference.engine import Engine, EngineConfig
 from inference.generate import GenerationConfig
 from inference.router import FAST, Task
-from lsp_server.context import plain_text
-from lsp_server.evaluation import Scores, tally, workspace_cases
-from lsp_server.exclusions import Exclusions
-from lsp_server.positions import offset_at
-from lsp_server.postprocess import MINIMAL, Site, postprocess
+from lsp_server.cli.evaluation import Scores, tally, workspace_cases
+from lsp_server.completion.postprocess import MINIMAL, Site, postprocess
+from lsp_server.prompting.context import plain_text
+from lsp_server.text.positions import offset_at
+from lsp_server.workspace.exclusions import Exclusions
 
 BEFORE_TOKENS, AFTER_TOKENS = 1200, 300
 

@@ -22,9 +22,10 @@ from pathlib import Path
 
 from inference.engine import Engine, EngineConfig
 from inference.router import FAST
-from lsp_server import completion_plan, context
-from lsp_server.completion_plan import Cursor, plan_at
-from lsp_server.settings import Settings
+from lsp_server.completion import plan as completion_plan
+from lsp_server.completion.plan import Cursor, plan_at
+from lsp_server.config.settings import Settings
+from lsp_server.prompting import context
 
 BUDGETS = (0, 48, 128, 256)
 TYPED_LINE = 1200  # where in argparse.py the line being typed starts

@@ -7,7 +7,7 @@ would have held back of them.
 
 The labels come from the server's own gate file (left in the replay's server home): every
 suggestion it was shown, taken or passed over, with its features. The printed weights go to
-inference.tuning.GATE_SEED_WEIGHTS; the threshold table is for GATE_MIN_PROBABILITY. Fit it on
+lsp_server.config.tuning.GATE_SEED_WEIGHTS; the threshold table is for GATE_MIN_PROBABILITY. Fit it on
 a repository other than the ones the replay reports (the default replay types this project and
 the standard library).
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lsp_server.show_gate import FEATURES, fit
+from lsp_server.inline.show_gate import FEATURES, fit
 
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
 RIDGE = 1.0  # a little pull toward zero: features the replay never varies stay at 0

@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inference.tuning import WINDOW_STEP_LINES
-from lsp_server.exclusions import SKIPPED_DIRS
-from lsp_server.index import WorkspaceIndex
-from lsp_server.languages import IDENT, SOURCE_EXTENSIONS
-from lsp_server.syntax import parse
+from lsp_server.config.tuning import WINDOW_STEP_LINES
+from lsp_server.text.languages import IDENT, SOURCE_EXTENSIONS
+from lsp_server.text.syntax import parse
+from lsp_server.workspace.exclusions import SKIPPED_DIRS
+from lsp_server.workspace.index import WorkspaceIndex
 
 QUERY_LINES = WINDOW_STEP_LINES  # the server's query: the block around the cursor
 BUDGET_CHARS = 2000

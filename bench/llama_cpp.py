@@ -39,9 +39,9 @@ from inference.engine import Engine, EngineConfig
 from inference.generate import Generation, GenerationConfig
 from inference.paths import fastcomplete_home, selected_model
 from inference.router import FAST, Task
-from lsp_server.completion import run_completion
-from lsp_server.completion_plan import Cursor, plan_at
-from lsp_server.evaluation import EVAL_SETTINGS, Case, edit_similarity
+from lsp_server.cli.evaluation import EVAL_SETTINGS, Case, edit_similarity
+from lsp_server.completion.plan import Cursor, plan_at
+from lsp_server.completion.run import run_completion
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = 2

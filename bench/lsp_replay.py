@@ -1,5 +1,5 @@
 """What bench/first_ask.py and bench/assist.py share: a real `fastcomplete serve` behind pygls's
-client (lsp_server.demo.DemoClient), started as bench/typing_replay.py starts it, and the messages
+client (lsp_server.cli.demo.DemoClient), started as bench/typing_replay.py starts it, and the messages
 VS Code sends while a person edits (didOpen/didChange/didClose, fastcomplete/didFocus,
 inline-completion requests and their cancellation).
 """
@@ -21,7 +21,7 @@ from typing import Any
 from lsprotocol import types
 
 from inference.paths import model_dir, selected_model
-from lsp_server.demo import DemoClient, client_capabilities
+from lsp_server.cli.demo import DemoClient, client_capabilities
 
 DID_FOCUS = "fastcomplete/didFocus"
 LOAD_TIMEOUT_S = 180.0

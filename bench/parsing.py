@@ -22,11 +22,11 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from lsp_server.completion import adds_syntax_errors
-from lsp_server.context import window_start
-from lsp_server.documents import Documents
-from lsp_server.positions import position_at
-from lsp_server.syntax import parse, syntax_issues
+from lsp_server.completion.run import adds_syntax_errors
+from lsp_server.prompting.context import window_start
+from lsp_server.text.documents import Documents
+from lsp_server.text.positions import position_at
+from lsp_server.text.syntax import parse, syntax_issues
 
 URI = "file:///bench/argparse.py"
 

@@ -25,7 +25,7 @@ from lsprotocol import types
 
 from bench.lsp_replay import rss_mb, server_process
 from inference.paths import model_dir, selected_model
-from lsp_server.demo import DemoClient, client_capabilities
+from lsp_server.cli.demo import DemoClient, client_capabilities
 
 SOURCE = (
     "import json\n\n\ndef load_orders(path):\n    with open(path) as f:\n"

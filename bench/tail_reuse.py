@@ -30,10 +30,11 @@ from bench.lsp_replay import percentile
 from bench.warm_open import default_repos, one_per_file
 from inference.engine import Engine, EngineConfig
 from inference.router import FAST
-from lsp_server import completion_plan, context
-from lsp_server.completion import run_completion
-from lsp_server.completion_plan import Cursor, plan_at
-from lsp_server.evaluation import EVAL_SETTINGS, Case, edit_similarity
+from lsp_server.cli.evaluation import EVAL_SETTINGS, Case, edit_similarity
+from lsp_server.completion import plan as completion_plan
+from lsp_server.completion.plan import Cursor, plan_at
+from lsp_server.completion.run import run_completion
+from lsp_server.prompting import context
 
 # (move the cached suffix, the FIM order)
 CONFIGS = {

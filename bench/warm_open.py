@@ -50,8 +50,8 @@ from bench.lsp_replay import (
     stop_server,
 )
 from inference.paths import fastcomplete_home
-from lsp_server.evaluation import Case, edit_similarity, workspace_cases
-from lsp_server.exclusions import Exclusions
+from lsp_server.cli.evaluation import Case, edit_similarity, workspace_cases
+from lsp_server.workspace.exclusions import Exclusions
 
 FOCUS_AFTER_OPEN_S = 0.15
 BETWEEN_S = 1.0

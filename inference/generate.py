@@ -85,7 +85,7 @@ class GenerationResult:
     text: str = ""
     token_ids: list[int] = field(default_factory=list)
     # Each chosen token's log-probability under the model's own logits (before any bonus): how
-    # sure the model was, for the show-or-stay-quiet gate (lsp_server.show_gate).
+    # sure the model was, for the show-or-stay-quiet gate (lsp_server.inline.show_gate).
     logprobs: list[float] = field(default_factory=list)
     finish: Finish = Finish.LENGTH
     prompt_tokens: int = 0  # after trimming to the KV slot

@@ -4,7 +4,7 @@ A facade over rooms with one job each (docs/architecture.md): the settings and w
 told (notices), the models (model_lifecycle), the open documents (documents), where and on what
 a completion is planned (planner), the inline-completion policy (inline), idle work: prefill and
 prefetch (idle_work), explain and refactor (chat_tasks), and the counts (telemetry). Work runs on
-immutable snapshots in worker threads; the event loop only schedules. `lsp_server.server`
+immutable snapshots in worker threads; the event loop only schedules. `lsp_server.protocol.server`
 translates LSP to these calls.
 """
 
@@ -20,25 +20,25 @@ from typing import Any
 from inference.engine import Engine, EngineConfig
 from inference.paths import fastcomplete_home
 from inference.router import STANDARD
-from lsp_server.chat_tasks import ChatTasks
-from lsp_server.documents import Documents, Snapshot
-from lsp_server.errors import BadRequest, snapshot_of
-from lsp_server.idle_work import IdleWork
-from lsp_server.index import Indexer
-from lsp_server.inline import InlinePolicy
-from lsp_server.model_lifecycle import EngineFactory, ModelLifecycle, Progress, engine_for
-from lsp_server.notices import Notices, Notify, Status
-from lsp_server.parts import Parts
-from lsp_server.planner import Planner
-from lsp_server.positions import PositionError
-from lsp_server.prefill import Aim
-from lsp_server.recent_edits import RecentEdits
-from lsp_server.rejections import Rejections
-from lsp_server.scheduler import Gate
-from lsp_server.settings import Settings, merge
-from lsp_server.show_gate import ShowGate, gate_file
-from lsp_server.suggestions import SuggestionMemory
-from lsp_server.telemetry import Telemetry
+from lsp_server.chat.tasks import ChatTasks
+from lsp_server.completion.planner import Planner
+from lsp_server.config.settings import Settings, merge
+from lsp_server.errors import BadRequest
+from lsp_server.inline.idle_work import IdleWork
+from lsp_server.inline.memory import SuggestionMemory
+from lsp_server.inline.parts import Parts
+from lsp_server.inline.policy import InlinePolicy
+from lsp_server.inline.prefill import Aim
+from lsp_server.inline.rejections import Rejections
+from lsp_server.inline.show_gate import ShowGate, gate_file
+from lsp_server.serving.model_lifecycle import EngineFactory, ModelLifecycle, Progress, engine_for
+from lsp_server.serving.notices import Notices, Notify, Status
+from lsp_server.serving.scheduler import Gate
+from lsp_server.telemetry.counts import Telemetry
+from lsp_server.text.documents import Documents, Snapshot, snapshot_of
+from lsp_server.text.positions import PositionError
+from lsp_server.workspace.index import Indexer
+from lsp_server.workspace.recent_edits import RecentEdits
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from inference.errors import ModelFailure, NoModel
 from inference.generate import Finish, GenerationConfig, GenerationResult
 from inference.model import Model
 from inference.router import FAST, STANDARD
-from lsp_server.settings import Settings
+from lsp_server.config.settings import Settings
 
 Script = Callable[[str, str], str]  # (variant, prompt) -> what that model "generates" there
 

@@ -9,8 +9,8 @@ import pytest
 from inference.healing import heal
 from inference.manifest import FimTemplate
 from inference.tokenizer import Tokenizer
-from lsp_server.context import AboveWindow, build_context
-from lsp_server.snippets import pick_snippets
+from lsp_server.prompting.context import AboveWindow, build_context
+from lsp_server.workspace.snippets import pick_snippets
 
 LONG = (
     "import os\nfrom pathlib import Path\n\n\n"
@@ -148,8 +148,8 @@ def test_healing_backs_off_a_word_fragment(real_model: Path) -> None:
 def test_the_fim_suffix_is_kept_only_where_a_key_can_afford_it() -> None:
     """Every key before the suffix computes it again: two cores cannot afford it (and a cut-down
     one scored worse than none), a GPU keeps all of it."""
-    from inference.tuning import FIM_SUFFIX_TOKENS
-    from lsp_server.completion_plan import suffix_budget
+    from lsp_server.completion.plan import suffix_budget
+    from lsp_server.config.tuning import FIM_SUFFIX_TOKENS
 
     assert suffix_budget(0.0017) == 0  # Qwen 0.5B on 2 cores: 128 tokens would be ~220 ms a key
     assert suffix_budget(0.00002) == FIM_SUFFIX_TOKENS  # a GPU: ~3 ms

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server import doctor
-from lsp_server.cli import main
+from lsp_server.cli import doctor
+from lsp_server.cli.main import main
+from lsp_server.config import editors
 from models.tiny import TINY_NAME
 
 
@@ -32,7 +33,7 @@ def test_a_built_model_and_the_editors_settings(
     home_with_tiny: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     monkeypatch.setenv("FASTCOMPLETE_MODEL", TINY_NAME)
-    doctor.record_editor(
+    editors.record_editor(
         "Neovim", {"fastMode": False, "remote": {"url": "http://x", "apiKey": "s3cret"}}
     )
     assert main(["doctor"]) == 0
@@ -40,7 +41,7 @@ def test_a_built_model_and_the_editors_settings(
     assert f"{TINY_NAME}/fast built" in out and f"{TINY_NAME}/standard built" in out
     assert "FASTCOMPLETE_MODEL" in out
     assert "Neovim, last" in out and '"fastMode": false' in out
-    assert "s3cret" not in out and "s3cret" not in doctor.editors_path().read_text()
+    assert "s3cret" not in out and "s3cret" not in editors.editors_path().read_text()
     assert "MB" in out  # the home folder's size
 
 

@@ -6,10 +6,10 @@ import random
 
 from lsprotocol import types
 
-from lsp_server.completion import adds_syntax_errors
-from lsp_server.documents import Documents
-from lsp_server.positions import position_at
-from lsp_server.syntax import parse
+from lsp_server.completion.run import adds_syntax_errors
+from lsp_server.text.documents import Documents
+from lsp_server.text.positions import position_at
+from lsp_server.text.syntax import parse
 
 URI = "file:///w/m%C3%B6dule.py"
 SOURCE = (

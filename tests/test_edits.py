@@ -1,4 +1,4 @@
-"""lsp_server.edits and the line lookup behind it: LSP content changes, exactly."""
+"""lsp_server.text.edits and the line lookup behind it: LSP content changes, exactly."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import random
 import pytest
 from lsprotocol import types
 
-from lsp_server import positions
-from lsp_server.edits import apply_change
-from lsp_server.positions import LINE_BREAK, PositionError, line_start, offset_at
+from lsp_server.text import positions
+from lsp_server.text.edits import apply_change
+from lsp_server.text.positions import LINE_BREAK, PositionError, line_start, offset_at
 
 
 def change(sl: int, sc: int, el: int, ec: int, text: str) -> types.TextDocumentContentChangePartial:

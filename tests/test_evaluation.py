@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from inference.engine import Engine, EngineConfig
-from lsp_server.completion_plan import PipelineOptions
-from lsp_server.evaluation import collect_cases, edit_similarity, evaluate, invents_a_name
+from lsp_server.cli.evaluation import collect_cases, edit_similarity, evaluate, invents_a_name
+from lsp_server.completion.plan import PipelineOptions
 
 CODE = "\n".join(
     [

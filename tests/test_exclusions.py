@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.exclusions import Exclusions
+from lsp_server.workspace.exclusions import Exclusions
 
 
 def write(path: Path, text: str = "") -> Path:

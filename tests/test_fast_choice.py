@@ -9,7 +9,7 @@ import pytest
 
 from bench import fast_choice
 from bench.fast_choice import Candidate, choose
-from lsp_server.cli import main as cli_main
+from lsp_server.cli.main import main as cli_main
 from models.tiny import TINY_NAME
 
 

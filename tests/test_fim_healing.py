@@ -11,8 +11,8 @@ import pytest
 from inference.engine import _healed
 from inference.generate import GenerationConfig
 from inference.tokenizer import Tokenizer
-from lsp_server.context import build_context
-from lsp_server.snippet import Snippet
+from lsp_server.prompting.context import build_context
+from lsp_server.workspace.snippet import Snippet
 from models.convert import _save_tokenizer, gguf_tokenizer
 from models.source import Source
 from tests.qwen_gguf import QWEN_FIM, write_qwen_gguf
@@ -107,7 +107,7 @@ def test_repository_files_come_first_and_stay_put(qwen: SimpleNamespace) -> None
 
 
 def test_the_suffix_is_whole_lines_within_its_budget() -> None:
-    from lsp_server.context import fim_suffix
+    from lsp_server.prompting.context import fim_suffix
 
     after = ")\n" + "\n".join(f"line_{i} = {i}" for i in range(100))
     count = len  # one token a character, for the test

@@ -24,7 +24,7 @@ Position semantics (the reference model's, and what the server must do):
   error, -32602 "line N is past the end of the document (M lines)": the client asked about
   another version of the document.
 - A position inside a surrogate pair is invalid per the spec. The server reads it as the position
-  just after the pair (lsp_server/edits.py for edits, lsp_server/positions.py for requests), so an
+  just after the pair (lsp_server/text/edits.py for edits, lsp_server/text/positions.py for requests), so an
   off-by-one client never splits a character into lone surrogates, which could not even be sent
   back in valid UTF-8 JSON. The reference model does the same.
 
@@ -81,7 +81,7 @@ TIMEOUT = 30.0  # seconds for any one request; generous for a loaded 2-core mach
 FAR = 2**31 - 1  # the largest LSP uinteger: past the end of any document
 MAX_DOC = 600_000  # characters: no more huge inserts into a document this long
 MAX_DOCS = 4
-LARGE = 1 << 20  # lsp_server.server.LARGE_DOC_CHARS
+LARGE = 1 << 20  # lsp_server.protocol.server.LARGE_DOC_CHARS
 # maxTokens 4 and a small context keep every completion to a few milliseconds.
 OPTIONS = {"maxTokens": 4, "contextTokens": 256}
 
@@ -582,25 +582,25 @@ def check_edit(h: Harness, name: str, text: str, rng: tuple[int, int, int, int],
 
 
 def test_character_one_past_line_end_stays_on_its_line(harness: Harness) -> None:
-    """Fixed by lsp_server/edits.py: "abc\ndef", insert "X" at (0, 4) is (0, 3) by the spec,
+    """Fixed by lsp_server/text/edits.py: "abc\ndef", insert "X" at (0, 4) is (0, 3) by the spec,
     "abcX\ndef"; pygls's TextDocument made "abc\nXdef" (its PositionCodec counts the "\n")."""
     check_edit(harness, "one-past.txt", "abc\ndef", (0, 4, 0, 4), "X")
 
 
 def test_character_past_crlf_line_end_keeps_the_crlf(harness: Harness) -> None:
-    """Fixed by lsp_server/edits.py: "abc\r\ndef", insert "X" at (0, 4) gives "abcX\r\ndef";
+    """Fixed by lsp_server/text/edits.py: "abc\r\ndef", insert "X" at (0, 4) gives "abcX\r\ndef";
     pygls made "abc\rX\ndef"."""
     check_edit(harness, "crlf.txt", "abc\r\ndef", (0, 4, 0, 4), "X")
 
 
 def test_character_past_last_line_end_means_its_end(harness: Harness) -> None:
-    """Fixed by lsp_server/edits.py: "abc", insert "\n" at (0, 10) gives "abc\n"; pygls made
+    """Fixed by lsp_server/text/edits.py: "abc", insert "\n" at (0, 10) gives "abc\n"; pygls made
     "ab\nc" (it clamped to len(line) - 1, to skip a line break the last line does not have)."""
     check_edit(harness, "last-line.txt", "abc", (0, 10, 0, 10), "\n")
 
 
 def test_form_feed_and_unicode_separators_do_not_end_lines(harness: Harness) -> None:
-    """Fixed by lsp_server/edits.py: LSP lines end only at \r\n, \n, \r. pygls split lines
+    """Fixed by lsp_server/text/edits.py: LSP lines end only at \r\n, \n, \r. pygls split lines
     with str.splitlines(), so a form feed (PEP 8 allows them in Python sources) shifted every later
     line by one: "a\x0cb\nc" + "X" at (1, 0) gives "a\x0cb\nXc"; pygls made "a\x0cXb\nc"."""
     check_edit(harness, "formfeed.py", "a\x0cb\nc", (1, 0, 1, 0), "X")
@@ -1045,7 +1045,7 @@ def codes(answers: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
 def test_parse_error_gets_a_parse_error_response(shared_raw: RawServer) -> None:
     """JSON-RPC 2.0 section 5.1: invalid JSON -> {"id": null, "error": {"code": -32700, ...}}.
     pygls only logged "Unable to handle message" and showed "Error in server: Expecting value";
-    lsp_server/jsonrpc.py parses before pygls sees a message."""
+    lsp_server/protocol/jsonrpc.py parses before pygls sees a message."""
     for body in [b'{"jsonrpc": "2.0", "id": 7, "method": ', b'{"id": 7, "method": "\xff"}']:
         assert codes(shared_raw.answers_to(body)) == [(None, -32700)], body
 
@@ -1091,7 +1091,7 @@ def test_a_lowercase_header_does_not_desynchronise_the_stream(raw: RawServer) ->
     """Header names are case-insensitive (LSP headers follow HTTP). pygls ignored
     "content-length: N", then read the body as a header line, which ran into the next frame's
     "Content-Length" line: from then on every body swallowed the next header and the server never
-    answered again. lsp_server/jsonrpc.py reads headers case-insensitively."""
+    answered again. lsp_server/protocol/jsonrpc.py reads headers case-insensitively."""
     body = request_bytes(20, "workspace/executeCommand", STATS_PARAMS)
     raw.frame(body, header=b"content-length:%d\r\n" % len(body))
     for msg_id in (21, 22, 23):

@@ -12,9 +12,9 @@ from inference.engine import Engine, EngineConfig
 from inference.healing import heal
 from inference.router import Task
 from inference.tokenizer import Tokenizer
-from lsp_server.completion_plan import PipelineOptions, plan_completion
-from lsp_server.postprocess import postprocess
-from lsp_server.settings import Settings
+from lsp_server.completion.plan import PipelineOptions, plan_completion
+from lsp_server.completion.postprocess import postprocess
+from lsp_server.config.settings import Settings
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ import pytest
 from lsprotocol import types
 
 from lsp_server.errors import BadRequest
+from lsp_server.inline.show_gate import FEATURES
 from lsp_server.service import CompletionService
-from lsp_server.show_gate import FEATURES
 from tests.fake_engine import FakeEngine, engine_factory
 
 URI = "file:///w/calc.py"

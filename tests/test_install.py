@@ -57,7 +57,7 @@ def test_a_wheel_and_an_sdist_of_the_runtime(dist: Path) -> None:
         "models",
     }
     assert "models/data/validation_sample.py.txt" in names
-    assert "fastcomplete = lsp_server.cli:main" in entry
+    assert "fastcomplete = lsp_server.cli.main:main" in entry
     runtime = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     torch = [line for line in runtime if "torch" in line]
     assert torch and all("extra ==" in line for line in torch)  # only for building models

@@ -1,4 +1,4 @@
-"""lsp_server.jsonrpc: message checks and framing, without a server."""
+"""lsp_server.protocol.jsonrpc: message checks and framing, without a server."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from lsp_server.jsonrpc import (
+from lsp_server.protocol.jsonrpc import (
     INVALID_REQUEST,
     MAX_BODY_BYTES,
     PARSE_ERROR,

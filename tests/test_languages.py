@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lsp_server.languages import (
+from lsp_server.text.languages import (
     EXTENSIONS,
     INDEXED_EXTENSIONS,
     LANGUAGES,
@@ -54,10 +54,10 @@ def test_lookups_answer_for_unknown_languages_too() -> None:
 
 
 def test_reading_the_table_imports_no_grammar() -> None:
-    # Grammars are imported on first parse (lsp_server.syntax): a fresh interpreter shows whether
+    # Grammars are imported on first parse (lsp_server.text.syntax): a fresh interpreter shows whether
     # the table itself pulled any in.
     code = (
-        "import sys, lsp_server.languages as l; l.grammar('go'); l.comment_marker('rust');"
+        "import sys, lsp_server.text.languages as l; l.grammar('go'); l.comment_marker('rust');"
         "print(sorted(m for m in sys.modules if m.startswith('tree_sitter')))"
     )
     root = Path(__file__).resolve().parents[1]

@@ -115,7 +115,7 @@ def test_a_model_built_from_a_named_file_is_a_candidate(tiny_model: Path, home: 
 
 
 def test_models_measure_times_the_first_suggestion(home_with_tiny: Path, capsys) -> None:
-    from lsp_server.cli import main
+    from lsp_server.cli.main import main
 
     if device.gpu_present():
         pytest.skip("this machine has a GPU: the command would record it")

@@ -1,5 +1,5 @@
 """Names that exist: which names are offered where the cursor ends an identifier
-(lsp_server/names.py), and which tokens keep the output on one (inference/names.py)."""
+(lsp_server/prompting/names.py), and which tokens keep the output on one (inference/names.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 
 from inference.healing import VocabIndex
 from inference.names import boost, name_tokens
-from lsp_server.completion_plan import PipelineOptions, plan_completion
-from lsp_server.index import WorkspaceIndex
-from lsp_server.names import index_names, name_rests, word_before
-from lsp_server.settings import Settings
-from lsp_server.snippet import Snippet
+from lsp_server.completion.plan import PipelineOptions, plan_completion
+from lsp_server.config.settings import Settings
+from lsp_server.prompting.names import index_names, name_rests, word_before
+from lsp_server.workspace.index import WorkspaceIndex
+from lsp_server.workspace.snippet import Snippet
 
 VOCAB = ["con", "fig", "config", "conf", "ig", "igure", "(", " (", ".", "x", "_", "ure", "u", "é"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lsp_server.completion_plan import is_single_line
-from lsp_server.postprocess import (
+from lsp_server.completion.plan import is_single_line
+from lsp_server.completion.postprocess import (
     MINIMAL,
     NEXT_LINE,
     RULES,

@@ -7,9 +7,9 @@ import asyncio
 import threading
 from typing import Any
 
-from lsp_server.documents import changed_span
-from lsp_server.prefill import Aim, BackgroundPrefill, opened_at
-from lsp_server.syntax import parse
+from lsp_server.inline.prefill import Aim, BackgroundPrefill, opened_at
+from lsp_server.text.documents import changed_span
+from lsp_server.text.syntax import parse
 
 A = Aim("file:///a.py", 1, 10, 4)
 B = Aim("file:///a.py", 2, 12, 0)  # two lines down: typed on

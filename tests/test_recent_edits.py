@@ -7,9 +7,9 @@ from pathlib import Path
 from lsprotocol import types
 
 from inference.engine import EngineConfig
-from lsp_server.documents import Documents
-from lsp_server.recent_edits import Hunk, RecentEdits, hunk_text, shifted
 from lsp_server.service import CompletionService
+from lsp_server.text.documents import Documents
+from lsp_server.workspace.recent_edits import Hunk, RecentEdits, hunk_text, shifted
 
 MODELS = "file:///w/pkg/models.py"
 USE = "file:///w/pkg/use.py"
@@ -55,7 +55,7 @@ def test_a_new_field_typed_key_by_key_is_one_hunk_quoted_with_its_class() -> Non
     _insert(docs, USE, 3, 4, 14, "i")
     assert edits.recent(USE, 4).snippets == first == (snippet,)
     assert edits.recent(USE, 4).names == ("timeout_s", "float")  # brought in by the edit (the
-    # prompt leaves out the language's own: lsp_server.names.recent_rests)
+    # prompt leaves out the language's own: lsp_server.prompting.names.recent_rests)
 
 
 def test_the_hunk_at_the_cursor_is_left_out_and_one_far_above_is_quoted() -> None:

@@ -23,7 +23,7 @@ from inference.generate import GenerationConfig
 from inference.manifest import FimTemplate
 from inference.remote import RemoteConfig
 from inference.router import REMOTE, STANDARD, Task
-from lsp_server.settings import Settings, merge, remote_config
+from lsp_server.config.settings import Settings, merge, remote_config
 
 CHAT = [{"role": "user", "content": "What does `len([1, 2, 3])` return?"}]
 CONFIG = GenerationConfig(max_new_tokens=16)

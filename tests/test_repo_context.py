@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lsp_server.completion_plan import scoring_suffix
-from lsp_server.exclusions import Exclusions
-from lsp_server.index import WorkspaceIndex
-from lsp_server.snippets import RepoSources, SnippetChooser
+from lsp_server.completion.plan import scoring_suffix
+from lsp_server.workspace.exclusions import Exclusions
+from lsp_server.workspace.index import WorkspaceIndex
+from lsp_server.workspace.snippets import RepoSources, SnippetChooser
 
 SHAPES = '''import math
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lsp_server.retention import RetentionTracker, edited_span, retained_chars
+from lsp_server.telemetry.retention import RetentionTracker, edited_span, retained_chars
 
 
 def test_edits_before_inside_and_after_the_span() -> None:

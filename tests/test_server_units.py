@@ -10,14 +10,14 @@ import pytest
 
 from inference.generate import Finish, Generation, GenerationConfig
 from inference.model import load_model_dir
-from inference.tuning import WINDOW_STEP_LINES
-from lsp_server.completion_plan import is_single_line, plan_completion
-from lsp_server.context import window_start
-from lsp_server.positions import PositionError, offset_at, utf16_to_index
-from lsp_server.postprocess import postprocess
-from lsp_server.prompts import extract_code, refactor_verdict
-from lsp_server.scheduler import Gate, LatestWins
-from lsp_server.settings import Settings, merge
+from lsp_server.chat.prompts import extract_code, refactor_verdict
+from lsp_server.completion.plan import is_single_line, plan_completion
+from lsp_server.completion.postprocess import postprocess
+from lsp_server.config.settings import Settings, merge
+from lsp_server.config.tuning import WINDOW_STEP_LINES
+from lsp_server.prompting.context import window_start
+from lsp_server.serving.scheduler import Gate, LatestWins
+from lsp_server.text.positions import PositionError, offset_at, utf16_to_index
 
 
 def test_utf16_positions_with_surrogate_pairs() -> None:
@@ -134,7 +134,7 @@ def test_every_server_setting_is_declared_by_the_vscode_extension() -> None:
     import json
     from pathlib import Path
 
-    from lsp_server.settings import CAPABILITY_KEYS, CLIENT_KEYS, VALIDATORS
+    from lsp_server.config.settings import CAPABILITY_KEYS, CLIENT_KEYS, VALIDATORS
 
     package = Path(__file__).resolve().parent.parent / "editors" / "vscode" / "package.json"
     declared = json.loads(package.read_text())["contributes"]["configuration"]["properties"]

@@ -10,10 +10,10 @@ import pytest
 from lsprotocol import types
 
 from inference.engine import EngineConfig, _healed
-from inference.tuning import NEAR_CHARS
+from lsp_server.config.tuning import NEAR_CHARS
 from lsp_server.errors import BadRequest
+from lsp_server.inline.memory import Remembered
 from lsp_server.service import CompletionService
-from lsp_server.suggestions import Remembered
 
 URI = "file:///w/calc.py"
 SOURCE = "import math\n\n\ndef hypot(a, b):\n    return math.sqrt(a * a + b * b"
@@ -135,7 +135,7 @@ def test_a_bug_in_a_handler_is_answered_and_told_once() -> None:
     """The transport answers -32603 for an exception of our own and tells the user, once."""
     from concurrent.futures import Future
 
-    from lsp_server.transport import INTERNAL, Server
+    from lsp_server.protocol.transport import INTERNAL, Server
 
     server = Server(CompletionService())
     told: list[str] = []

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from inference.engine import EngineConfig
-from inference.tuning import GATE_REFIT_LABELS
+from lsp_server.config.tuning import GATE_REFIT_LABELS
+from lsp_server.inline.show_gate import FEATURES, Put, ShowGate, features, gate_file, outcome
 from lsp_server.service import CompletionService
-from lsp_server.show_gate import FEATURES, Put, ShowGate, features, gate_file, outcome
 
 BEFORE, AFTER = "def f(x):\n    return ", "\n\nprint(1)\n"
 
@@ -148,7 +148,7 @@ def test_the_threshold_setting_is_checked(service: CompletionService) -> None:
 
 
 def test_a_rest_being_typed_through_is_judged_by_its_own_tokens() -> None:
-    from lsp_server.inline import Shown, rest_logprobs
+    from lsp_server.inline.policy import Shown, rest_logprobs
 
     probs = (-0.1, -0.2, -5.0, -6.0)  # sure of the start, not of the end
     fresh = Shown("u", "x = ", "python", 4, "abcdefgh", None, "u:0:4")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lsp_server.suggestions import Remembered, SuggestionMemory, typed_through
+from lsp_server.inline.memory import Remembered, SuggestionMemory, typed_through
 
 BEFORE = "def area(r):\n    return "
 AFTER = "\n\n\ndef main():\n    print(area(2))\n"

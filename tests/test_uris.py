@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from lsp_server.uris import file_path, local_path, prompt_path
+from lsp_server.text.uris import file_path, local_path, prompt_path
 
 
 def test_file_uris_are_local_paths_percent_decoded() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.exclusions import Exclusions
-from lsp_server.index import IndexLimits, WorkspaceIndex
+from lsp_server.workspace.exclusions import Exclusions
+from lsp_server.workspace.index import IndexLimits, WorkspaceIndex
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -380,7 +380,7 @@ def test_a_killed_build_leaves_an_index_that_opens(repo: Path, tmp_path: Path) -
     script = (
         "import sys, os, signal\n"
         "from pathlib import Path\n"
-        "from lsp_server.index import WorkspaceIndex\n"
+        "from lsp_server.workspace.index import WorkspaceIndex\n"
         "index = WorkspaceIndex(Path(sys.argv[1]), Path(sys.argv[2]))\n"
         "def step(done, total):\n"
         "    if done == 200:\n"

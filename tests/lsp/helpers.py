@@ -11,7 +11,7 @@ from typing import Any
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from lsp_server.postprocess import CONTROL_TOKEN
+from lsp_server.completion.postprocess import CONTROL_TOKEN
 
 SERVER = [sys.executable, "-m", "lsp_server.cli", "serve"]
 # The server gets a home of its own (its completion cache starts empty every run) and is pointed

@@ -16,7 +16,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from lsp_server.syntax import syntax_issues
+from lsp_server.text.syntax import syntax_issues
 from tests.lsp.helpers import (
     command,
     config,
