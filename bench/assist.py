@@ -22,8 +22,12 @@ Configurations, each on a fresh `fastcomplete serve` with an empty completion ca
 (fastMode, coldContext/typeThrough/prefetch on), "fast, items 2-4 off" (those three off) and
 "standard" (fastMode off), and one feature off at a time ("fast without known names", "... recent
 edits", "... the gate"; "fast with the gate observing" labels without holding back, for
-bench/gate_seed.py). `--files DIR` types regions of DIR's Python files instead. Results go to
-bench/results/assist.json.
+bench/gate_seed.py). `--files DIR` types regions of DIR's Python files instead, single files.
+`--workspace DIR` types regions of DIR's files in any language the server knows (`--languages`
+narrows them; files with "test" in their name left out) with the server rooted at DIR, as an
+editor with that folder open: at a copy of DIR without the regions' files, so that no region can
+reach the prompt through the workspace index (bench/unseen.py uses this on repositories no model
+has seen). Results go to bench/results/assist.json.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import contextlib
 import json
 import random
 import re
+import shutil
 import sysconfig
 import time
 from dataclasses import asdict, dataclass, field
@@ -62,6 +67,8 @@ from bench.lsp_replay import (
     start_server,
     stop_server,
 )
+from bench.unseen_repos import held_out_copy, source_files
+from lsp_server.text.languages import EXTENSIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 STDLIB_FILES = (
@@ -99,11 +106,12 @@ NEWLINE_KEY = re.compile(r"\n[ \t]*")
 
 @dataclass(frozen=True)
 class Region:
-    path: str  # for the report
+    path: str  # for the report; relative to the folder the regions come from, if one was given
     line: int  # the region's first line (0-based)
     before: str  # the document up to the cursor: the first line's indentation included
     typed: str  # what the person types
     after: str  # the rest of the file, from the newline that ends the region
+    language: str = "python"  # the LSP language id
 
 
 @dataclass
@@ -189,9 +197,17 @@ def python_files(folder: Path | None = None) -> tuple[list[Path], list[Path]]:
     return project, [stdlib / n for n in STDLIB_FILES if (stdlib / n).exists()]
 
 
-def pick_region(path: Path, rng: random.Random, max_chars: int) -> Region | None:
-    lines = [line.rstrip() for line in path.read_text(encoding="utf-8").split("\n")]
-    mask = code_mask(lines, "python")
+def pick_region(
+    path: Path, rng: random.Random, max_chars: int, base: Path | None = None
+) -> Region | None:
+    """A region of `path`; its path relative to `base` when given (else to this project)."""
+    language = EXTENSIONS.get(path.suffix, "python")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return None
+    lines = [line.rstrip() for line in text.split("\n")]
+    mask = code_mask(lines, language)
     size = rng.randint(3, 6)
     starts = [
         a
@@ -208,24 +224,36 @@ def pick_region(path: Path, rng: random.Random, max_chars: int) -> Region | None
     typed = "\n".join([first.lstrip(), *lines[a + 1 : a + size]])
     after = "\n" + "\n".join(lines[a + size :])
     try:
-        shown_path = str(path.relative_to(ROOT))
+        shown_path = path.relative_to(base).as_posix() if base else str(path.relative_to(ROOT))
     except ValueError:
         shown_path = str(path)
-    return Region(shown_path, a, before, typed, after)
+    return Region(shown_path, a, before, typed, after, language)
 
 
-def regions(count: int, seed: int, max_chars: int, folder: Path | None = None) -> list[Region]:
+def regions(
+    count: int,
+    seed: int,
+    max_chars: int,
+    folder: Path | None = None,
+    languages: set[str] | None = None,
+) -> list[Region]:
     """`count` regions, alternating project and standard-library files (half each), or all from
-    `folder`'s files."""
+    `folder`'s files: its Python files, or with `languages` its files of those languages as the
+    workspace index reads them (paths then relative to `folder`)."""
     rng = random.Random(seed)
-    project, stdlib = python_files(folder)
+    base = None
+    if folder is not None and languages:
+        project = stdlib = source_files(folder, languages)
+        base = folder
+    else:
+        project, stdlib = python_files(folder)
     picked: list[Region] = []
     seen: set[tuple[str, int]] = set()
     tries = 0
     while len(picked) < count and tries < 100 * count:
         tries += 1
         files = project if len(picked) % 2 == 0 or not stdlib else stdlib
-        region = pick_region(rng.choice(files), rng, max_chars)
+        region = pick_region(rng.choice(files), rng, max_chars, base)
         if region is not None and (region.path, region.line) not in seen:
             seen.add((region.path, region.line))
             picked.append(region)
@@ -237,14 +265,24 @@ async def sleep_until(t: float) -> None:
 
 
 async def replay(
-    served: Served, region: Region, index: int, seed: int, focus: bool = True
+    served: Served,
+    region: Region,
+    index: int,
+    seed: int,
+    focus: bool = True,
+    workspace: Path | None = None,
 ) -> Replay:
+    """`workspace`: the folder the server is rooted at; the region's file is opened at its path
+    there (`region.path` is relative to it). Without, under a uri of its own per region."""
     client = served.client
     name = Path(region.path)
-    uri = f"file:///bench/assist/{index}/{name.parent.name}/{name.name}"
+    if workspace is not None:
+        uri = (workspace / region.path).as_uri()
+    else:
+        uri = f"file:///bench/assist/{index}/{name.parent.name}/{name.name}"
     typed, planned = region.typed, gaps(region.typed, seed + index)
     out = Replay(region.path, region.line, baseline_keys(region))
-    did_open(client, uri, "python", region.before + region.after)
+    did_open(client, uri, region.language, region.before + region.after)
     if focus:
         did_focus(client, uri, end_position(region.before))  # VS Code: at once when it opens
     await asyncio.sleep(OPEN_S)
@@ -311,11 +349,25 @@ async def replay(
 
 
 async def run_config(
-    label: str, settings: dict[str, Any], cases: list[Region], seed: int, focus: bool = True
+    label: str,
+    settings: dict[str, Any],
+    cases: list[Region],
+    seed: int,
+    focus: bool = True,
+    workspace: Path | None = None,
 ) -> dict[str, Any]:
-    served = await start_server(settings, "assist")
-    replays = [await replay(served, region, i, seed, focus) for i, region in enumerate(cases)]
-    stats = await stop_server(served)
+    """`workspace`: the folder the regions come from (their paths relative to it); the server is
+    rooted at a copy of it without the regions' files."""
+    root = held_out_copy(workspace, {r.path for r in cases}) if workspace is not None else None
+    try:
+        served = await start_server(settings, "assist", root)
+        replays = [
+            await replay(served, region, i, seed, focus, root) for i, region in enumerate(cases)
+        ]
+        stats = await stop_server(served)
+    finally:
+        if root is not None:
+            shutil.rmtree(root.parent, ignore_errors=True)
     baseline = sum(r.baseline for r in replays)
     used = sum(r.used for r in replays)
     shown = sum(len(r.shown) for r in replays)
@@ -326,6 +378,7 @@ async def run_config(
         "config": label,
         "settings": settings,
         "focus": focus,
+        "workspace": str(workspace) if workspace is not None else None,
         "server_home": served.home,
         "baseline_keys": baseline,
         "used_keys": used,
@@ -389,6 +442,15 @@ def main() -> int:
         "--files", type=Path, help="pick the regions from this folder's Python files instead"
     )
     parser.add_argument(
+        "--workspace",
+        type=Path,
+        help="pick the regions from this folder's files, the server rooted at (a copy of) it",
+    )
+    parser.add_argument(
+        "--languages",
+        help="with --workspace: comma-separated language ids (default: every one the server knows)",
+    )
+    parser.add_argument(
         "--configs", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: all)"
     )
     parser.add_argument(
@@ -408,7 +470,15 @@ def main() -> int:
         unknown = [c for c in labels if c not in CONFIGS]
         if unknown:
             parser.error(f"unknown config(s) {unknown}: choose from {list(CONFIGS)}")
-    cases = regions(count, args.seed, max_chars, args.files)
+    if args.files and args.workspace:
+        parser.error("--files or --workspace, not both")
+    workspace = args.workspace.resolve() if args.workspace else None
+    if workspace is not None:
+        known = set(EXTENSIONS.values())
+        languages = set(args.languages.split(",")) if args.languages else known
+        cases = regions(count, args.seed, max_chars, workspace, languages)
+    else:
+        cases = regions(count, args.seed, max_chars, args.files)
     chars = sum(len(c.typed) for c in cases)
     print(f"{len(cases)} regions, {chars} characters", file=sys.stderr)
     results = []
@@ -418,7 +488,8 @@ def main() -> int:
             started = time.perf_counter()
             row = label if focus else f"{label}, no didFocus"
             config = CONFIGS[label]
-            results.append(asyncio.run(run_config(row, config, cases, args.seed, focus)))
+            done = run_config(row, config, cases, args.seed, focus, workspace)
+            results.append(asyncio.run(done))
             print(f"done: {row} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     print("\nkeystrokes saved: a person types real code, accepting exact suggestions (Tab)")
     print("(p50/p95: client latency of the requests answered with a suggestion)\n")

@@ -284,8 +284,9 @@ def build_figures(root: Path, text: str) -> dict[str, Any]:
 
 
 def main() -> int:
-    from inference.paths import model_dir, selected_model
+    from inference.paths import model_dir
     from inference.session import default_threads
+    from models.choice import selected_model
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default=selected_model())

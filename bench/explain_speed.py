@@ -19,6 +19,7 @@ from pathlib import Path
 from inference.engine import Engine, EngineConfig
 from inference.router import STANDARD, Task
 from lsp_server.chat.prompts import EXPLAIN_CONFIG, explain_messages
+from models.choice import selected_model
 
 CODE_FILE = Path(__file__).resolve().parent.parent / "lsp_server" / "context.py"
 NEW_TOKENS = 300
@@ -34,7 +35,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=2)
     args = parser.parse_args()
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+    engine = Engine(
+        EngineConfig(
+            model_name=selected_model(), cache_dir=None, cache_memory_items=0, kv_store_dir=None
+        )
+    )
     model = engine.load(STANDARD)
     config = replace(EXPLAIN_CONFIG, max_new_tokens=NEW_TOKENS)
     route = engine.route(Task.EXPLAIN, fast_mode=False)

@@ -6,10 +6,10 @@ For each candidate (16: the build's standard graph, FP16 on a CUDA build; 8 and 
 weights, the build's own fast graph when it has those bits, else built once from the build's hf/
 folder under MODEL/candidates/) it measures decode ms per token after `--context` tokens (CUDA
 graphs on where the session can capture them) and teacher-forced top-1 agreement with the
-standard graph on the build's sample text. The pick is the fastest candidate whose agreement
-passes the build's gate for its bits; `fastcomplete models build --cuda --fast-choice FILE`
-builds it and records the measurements in the manifest. Without a GPU it says so and exits 2,
-unless `--allow-cpu`.
+standard graph on the build's sample text. It only measures: the pick (models/fast_choice.py:
+the fastest candidate whose agreement passes the build's gate for its bits) is the build's, and
+`fastcomplete models build --cuda --fast-choice FILE` builds it and records the measurements in
+the manifest. Without a GPU it says so and exits 2, unless `--allow-cpu`.
 """
 
 from __future__ import annotations
@@ -17,32 +17,11 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from models.fast_choice import BitsCandidate, choose, report
+
 DECODE_STEPS = 32
-
-
-@dataclass
-class Candidate:
-    bits: int
-    graph: str  # the model file measured
-    decode_ms: float
-    agreement: float
-    gate: float
-
-    @property
-    def passes(self) -> bool:
-        return self.agreement >= self.gate
-
-
-def choose(rows: list[Candidate]) -> int:
-    """The fastest candidate that passes its gate; more bits when equally fast."""
-    passing = [r for r in rows if r.passes]
-    if not passing:
-        raise ValueError("no candidate passes its agreement gate")
-    return min(passing, key=lambda r: (r.decode_ms, -r.bits)).bits
 
 
 def candidate_graph(root: Path, bits: int, cuda: bool) -> Path:
@@ -68,26 +47,21 @@ def decode_ms(graph: Path, context: int, gpu: bool) -> float:
     from inference.kv_cache import KVPool, PoolConfig
     from inference.runner import Runner
     from inference.session import SessionConfig, create_session, on_gpu
+    from models.measure import synthetic_ids, timed_run
 
     session = create_session(graph, SessionConfig(prefer_gpu=gpu))
     spec = inspect_graph(session)
     device = "cuda" if on_gpu(session) else "cpu"
     pool = KVPool(spec, True, PoolConfig(capacity_tokens=context + 2 * DECODE_STEPS, device=device))
     runner, (slot, _) = Runner(session, spec), pool.lease([0])
-    ids = [(i * 7919) % 40000 + 100 for i in range(context)]
-    logits = runner.forward(slot, ids)
-    steps = []
-    for _ in range(DECODE_STEPS):
-        started = time.perf_counter()
-        logits = runner.forward(slot, [int(logits[-1].argmax())])
-        steps.append(time.perf_counter() - started)
-    return round(statistics.median(steps[2:]) * 1000, 3)  # the first steps capture the graph
+    run = timed_run(runner, slot, synthetic_ids(context), DECODE_STEPS)
+    return round(statistics.median(run.decode_s[2:]) * 1000, 3)  # the first steps capture the graph
 
 
-def measure(root: Path, bits: list[int], context: int, gpu: bool) -> list[Candidate]:
+def measure(root: Path, bits: list[int], context: int, gpu: bool) -> list[BitsCandidate]:
     from inference.manifest import GENAI_CUDA_GRAPH, read_manifest
     from inference.paths import MODEL_FILE
-    from models.validate import MIN_AGREEMENT, MIN_AGREEMENT_4BIT, agreement, sample_ids
+    from models.validate import agreement, agreement_gate, sample_ids
 
     manifest = read_manifest(root / "standard")
     cuda = manifest.graph == GENAI_CUDA_GRAPH
@@ -98,8 +72,10 @@ def measure(root: Path, bits: list[int], context: int, gpu: bool) -> list[Candid
     for b in bits:
         graph = candidate_graph(root, b, cuda)
         agree = 1.0 if b == 16 else agreement(standard, graph, ids, gpu).top1_agreement
-        gate = MIN_AGREEMENT if b >= 8 else MIN_AGREEMENT_4BIT
-        rows.append(Candidate(b, str(graph), decode_ms(graph, context, gpu), round(agree, 4), gate))
+        gate = agreement_gate(b)
+        rows.append(
+            BitsCandidate(b, str(graph), decode_ms(graph, context, gpu), round(agree, 4), gate)
+        )
     return rows
 
 
@@ -121,15 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         mark = "  <- chosen" if r.bits == chosen else "" if r.passes else "  (below its gate)"
         print(f"{r.bits:>5}{r.decode_ms:>15}{r.agreement:>11}{r.gate:>7}{mark}")
     if args.json:
-        report = {
-            "model": args.model,
-            "device": "cuda" if ok else "cpu",
-            "context": args.context,
-            "chosen_bits": chosen,
-            "rows": [asdict(r) for r in rows],
-        }
+        data = report(args.model, "cuda" if ok else "cpu", args.context, rows)
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
+        args.json.write_text(json.dumps(data, indent=2))
     return 0
 
 

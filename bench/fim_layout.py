@@ -21,11 +21,13 @@ import time
 from pathlib import Path
 
 from inference.engine import Engine, EngineConfig
+from inference.metrics import percentile
 from inference.router import FAST
 from lsp_server.completion import plan as completion_plan
 from lsp_server.completion.plan import Cursor, plan_at
 from lsp_server.config.settings import Settings
 from lsp_server.prompting import context
+from models.choice import selected_model
 
 BUDGETS = (0, 48, 128, 256)
 TYPED_LINE = 1200  # where in argparse.py the line being typed starts
@@ -39,7 +41,11 @@ def main() -> int:
     lines = source.split("\n")[:2000]
     head, line, tail = lines[:TYPED_LINE], lines[TYPED_LINE], lines[TYPED_LINE + 1 :]
     indent = len(line) - len(line.lstrip())
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+    engine = Engine(
+        EngineConfig(
+            model_name=selected_model(), cache_dir=None, cache_memory_items=0, kv_store_dir=None
+        )
+    )
     model = engine.load(FAST)
     if model.manifest.fim is None:
         print(f"{model.model_id} has no FIM template: nothing to measure")
@@ -67,7 +73,7 @@ def main() -> int:
                 computed.append(done)
                 ms.append((time.perf_counter() - started) * 1000)
                 sizes.append(len(plan.tokens.ids))
-        p95 = sorted(ms)[int(0.95 * (len(ms) - 1))]
+        p95 = percentile(ms, 0.95)
         print(
             f"| {budget} | {statistics.median(sizes):.0f} | {statistics.median(computed):.0f} | "
             f"{statistics.median(ms):.0f} | {p95:.0f} |"

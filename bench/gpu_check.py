@@ -19,7 +19,6 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +75,7 @@ def gpu_available() -> tuple[bool, str]:
 
 def gpu_bench_parser(description: str | None) -> argparse.ArgumentParser:
     """The arguments every GPU benchmark takes: the model, --allow-cpu, --json."""
-    from inference.paths import selected_model
+    from models.choice import selected_model
 
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", default=selected_model())
@@ -131,24 +130,15 @@ def node_placement(model_file: Path, prefer_gpu: bool) -> tuple[Counter, list[st
 
 def timed_decode(model, contexts: list[int], reps: int) -> tuple[dict, dict, list[list[int]]]:
     """Median prefill and decode ms per context, and the greedy tokens decoded at each."""
-    ids = [(i * 7919) % 40000 + 100 for i in range(max(contexts))]  # any ids: timing only
+    from models.measure import cold_runs, synthetic_ids
+
+    ids = synthetic_ids(max(contexts))
     prefill_ms, decode_ms, chosen = {}, {}, []
     for ctx in contexts:
-        prefill, decode = [], []
-        for _ in range(reps):
-            model.pool.clear()
-            slot, _ = model.pool.lease(ids[:ctx])
-            started = time.perf_counter()
-            logits = model.runner.forward(slot, ids[:ctx])
-            prefill.append(time.perf_counter() - started)
-            tokens = []
-            for _ in range(DECODE_STEPS):
-                tokens.append(int(logits[-1].argmax()))
-                started = time.perf_counter()
-                logits = model.runner.forward(slot, [tokens[-1]])
-                decode.append(time.perf_counter() - started)
-            model.pool.release(slot)
-        chosen.append(tokens)
+        runs = cold_runs(model, ids[:ctx], DECODE_STEPS, reps)
+        chosen.append(list(runs[-1].tokens))
+        prefill = [r.prefill_s for r in runs]
+        decode = [step for r in runs for step in r.decode_s]
         prefill_ms[ctx] = round(statistics.median(prefill) * 1000, 2)
         decode_ms[ctx] = round(statistics.median(decode) * 1000, 2)
     return prefill_ms, decode_ms, chosen

@@ -285,9 +285,9 @@ def gguf_to_fp16(gguf: Path, hf: Path) -> None:
 def build_cuda_model(work: Path, model: str) -> Path:
     """The GPU default's CUDA graphs under $FASTCOMPLETE_HOME, with manifests from the build
     here (their graph, precision, files and fast-model choice rewritten for these graphs)."""
-    from inference.manifest import GENAI_CUDA_GRAPH, Manifest, describe_files, write_manifest
+    from inference.manifest import Manifest
     from inference.paths import model_dir
-    from models.build import BuildRequest, fast_graph
+    from models.build import BuildRequest, fast_graph, rewrite_manifest
     from models.genai_build import build_graph
 
     root = model_dir(model)
@@ -304,17 +304,7 @@ def build_cuda_model(work: Path, model: str) -> Path:
         data = json.loads((work / "manifests" / f"{variant}.json").read_text())
         folder = root / variant
         shutil.copy2(hf / "tokenizer.json", folder / "tokenizer.json")
-        fast = variant == "fast"
-        data.update(
-            graph=GENAI_CUDA_GRAPH,
-            precision=request.precision(fast),
-            quantization=request.quantization(fast),
-            fast_choice=request.choice(),
-            files={},
-        )
-        manifest = Manifest.from_json(data)
-        manifest.files = describe_files(folder, sorted(p.name for p in folder.iterdir()))
-        write_manifest(folder, manifest)
+        rewrite_manifest(Manifest.from_json(data), folder, request)
     check_nll(root, json.loads((work / "manifests" / "standard.json").read_text()))
     return root
 
@@ -437,7 +427,7 @@ def setup(carry: Path, work: Path, home: Path, env: dict[str, str], model: str) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from inference.paths import GPU_DEFAULT_MODEL
+    from models.choice import GPU_DEFAULT_MODEL
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inference.metrics import percentile
 from lsp_server.config.tuning import WINDOW_STEP_LINES
 from lsp_server.text.languages import IDENT, SOURCE_EXTENSIONS
 from lsp_server.text.syntax import parse
@@ -43,11 +44,6 @@ BUDGET_CHARS = 2000
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def queries(root: Path, index: WorkspaceIndex, count: int) -> list[tuple[str, str]]:

@@ -37,11 +37,12 @@ from bench.lsp_replay import percentile
 from bench.warm_open import default_repos, one_per_file
 from inference.engine import Engine, EngineConfig
 from inference.generate import Generation, GenerationConfig
-from inference.paths import fastcomplete_home, selected_model
+from inference.paths import fastcomplete_home
 from inference.router import FAST, Task
 from lsp_server.cli.evaluation import EVAL_SETTINGS, Case, edit_similarity
 from lsp_server.completion.plan import Cursor, plan_at
 from lsp_server.completion.run import run_completion
+from models.choice import selected_model
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = 2
@@ -236,7 +237,11 @@ def main() -> int:
         return 1
     binary = built.stdout.split()[-1]
     os.environ.setdefault("FASTCOMPLETE_THREADS", str(THREADS))
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+    engine = Engine(
+        EngineConfig(
+            model_name=selected_model(), cache_dir=None, cache_memory_items=0, kv_store_dir=None
+        )
+    )
     engine.serving_plan(Task.COMPLETION)
     text = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text()
     cases = [c for root in default_repos() for c in one_per_file(root, args.positions, args.seed)]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import math
 import os
 import random
 import sys
@@ -20,8 +19,10 @@ from typing import Any
 
 from lsprotocol import types
 
-from inference.paths import model_dir, selected_model
+from inference import metrics
+from inference.paths import model_dir
 from lsp_server.cli.demo import DemoClient, client_capabilities
+from models.choice import selected_model
 
 DID_FOCUS = "fastcomplete/didFocus"
 LOAD_TIMEOUT_S = 180.0
@@ -238,11 +239,9 @@ def ask_inline(client: DemoClient, uri: str, at: types.Position, msg_id: str) ->
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..1), rounded to 0.1: p95 of a few values is the largest."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 1)
+    """inference.metrics.percentile (q in 0..1) as the benchmarks print it: rounded to 0.1, None
+    for no values."""
+    return round(metrics.percentile(values, q), 1) if values else None
 
 
 def human_gaps(typed: str, seed: int) -> list[float]:

@@ -71,7 +71,8 @@ def op_profile(directory: Path, tokens: int) -> dict[str, float]:
 
 
 def main() -> int:
-    from inference.paths import model_dir, selected_model
+    from inference.paths import model_dir
+    from models.choice import selected_model
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default=selected_model())

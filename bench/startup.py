@@ -24,8 +24,9 @@ from typing import Any
 from lsprotocol import types
 
 from bench.lsp_replay import rss_mb, server_process
-from inference.paths import model_dir, selected_model
+from inference.paths import model_dir
 from lsp_server.cli.demo import DemoClient, client_capabilities
+from models.choice import selected_model
 
 SOURCE = (
     "import json\n\n\ndef load_orders(path):\n    with open(path) as f:\n"

@@ -35,6 +35,7 @@ from lsp_server.completion import plan as completion_plan
 from lsp_server.completion.plan import Cursor, plan_at
 from lsp_server.completion.run import run_completion
 from lsp_server.prompting import context
+from models.choice import selected_model
 
 # (move the cached suffix, the FIM order)
 CONFIGS = {
@@ -130,14 +131,23 @@ def main() -> int:
         for size in [int(s) for s in args.suffix_tokens.split(",")]:
             context.FIM_SUFFIX_TOKENS = size
             completion_plan.T_KEY_SUFFIX_MS = float("inf")  # the size asked, not the rate's
-            engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+            engine = Engine(
+                EngineConfig(
+                    model_name=selected_model(),
+                    cache_dir=None,
+                    cache_memory_items=0,
+                    kv_store_dir=None,
+                )
+            )
             results[f"suffix budget {size} tokens"] = run(engine, cases, args.keys)
         print_table(results, len(cases), args.keys)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"results": results}, indent=1))
         return 0
     for label, (shift, order) in CONFIGS.items():
-        base = EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None)
+        base = EngineConfig(
+            model_name=selected_model(), cache_dir=None, cache_memory_items=0, kv_store_dir=None
+        )
         engine = Engine(replace(base, pool=replace(base.pool, shift_tail=shift)))
         fim = engine.load(FAST).manifest.fim
         if fim is None:

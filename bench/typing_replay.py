@@ -43,7 +43,7 @@ from bench.lsp_replay import (
     start_server,
     stop_server,
 )
-from inference.paths import selected_model
+from models.choice import selected_model
 
 FOCUS_AFTER_S = 0.15  # the clients send fastcomplete/didFocus when the cursor rests this long
 OPEN_S = 2.0  # an editor is open a moment before the first key

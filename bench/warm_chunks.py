@@ -17,6 +17,7 @@ from pathlib import Path
 from inference.engine import Engine, EngineConfig
 from inference.generate import Generation, GenerationConfig
 from inference.router import FAST
+from models.choice import selected_model
 
 CHUNKS = (32, 64, 128, 256)
 PROMPT_TOKENS = 1500
@@ -24,7 +25,11 @@ PROMPT_TOKENS = 1500
 
 def main() -> int:
     text = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text()
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+    engine = Engine(
+        EngineConfig(
+            model_name=selected_model(), cache_dir=None, cache_memory_items=0, kv_store_dir=None
+        )
+    )
     model = engine.load(FAST)
     ids = model.tokenizer.encode(text)[:PROMPT_TOKENS]
     Generation(model, ids[:300], GenerationConfig(max_new_tokens=0)).run()  # first-run costs

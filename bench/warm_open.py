@@ -187,8 +187,13 @@ def engine_prefill_s(prompts: list[str]) -> list[float | None]:
     background prefill feeds them."""
     from inference.engine import Engine, EngineConfig
     from inference.router import FAST, Task
+    from models.choice import selected_model
 
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+    engine = Engine(
+        EngineConfig(
+            model_name=selected_model(), cache_dir=None, cache_memory_items=0, kv_store_dir=None
+        )
+    )
     model = engine.load(FAST)
     serving = engine.serving_plan(Task.COMPLETION)
     times: list[float | None] = []

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from inference.tuning import COMPLETION_CACHE_BYTES, COMPLETION_CACHE_ITEMS
+
 log = logging.getLogger(__name__)
 
 
@@ -30,8 +32,8 @@ class CompletionCache:
     def __init__(
         self,
         directory: Path | None,
-        size_limit_bytes: int = 64 << 20,
-        memory_items: int = 512,
+        size_limit_bytes: int = COMPLETION_CACHE_BYTES,
+        memory_items: int = COMPLETION_CACHE_ITEMS,
     ) -> None:
         self._memory: OrderedDict[str, Any] = OrderedDict()
         self._memory_items = memory_items

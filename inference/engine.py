@@ -26,7 +26,6 @@ from inference.paths import (
     MODEL_FILE,
     fastcomplete_home,
     kv_store_bytes,
-    selected_model,
     variant_dir,
 )
 from inference.remote import RemoteConfig, RemoteModel
@@ -35,6 +34,10 @@ from inference.scoring import continuation_logprob, split_shared
 from inference.serving import ServingPlan, Tokens, warm_chunk_tokens
 from inference.session import SessionConfig
 from inference.tuning import (
+    BREAKER_COOLDOWN_S,
+    BREAKER_FAILURES,
+    COMPLETION_CACHE_BYTES,
+    COMPLETION_CACHE_ITEMS,
     MEASURE_MIN_TOKENS,
     PREFILL_S_PER_TOKEN,
 )
@@ -44,19 +47,22 @@ CACHEABLE = frozenset({Finish.EOS, Finish.STOP, Finish.NEWLINE, Finish.LENGTH})
 
 @dataclass(frozen=True)
 class EngineConfig:
-    model_name: str = field(default_factory=selected_model)
+    # The built model to serve: the caller chooses it (models/choice.py: selected_model), so that
+    # making a config probes no device. None: both folders below are given.
+    model_name: str | None = None
     fast_dir: Path | None = None  # explicit model folders override the name
     standard_dir: Path | None = None
     session: SessionConfig = SessionConfig()
     pool: PoolConfig = PoolConfig()
     cache_dir: Path | None = field(default_factory=lambda: fastcomplete_home() / "cache")
-    cache_bytes: int = 64 << 20
+    cache_bytes: int = COMPLETION_CACHE_BYTES
     # Prompts' KV on disk (inference/kv_store.py): a file seen before is warm at once. None: off.
     kv_store_dir: Path | None = field(default_factory=lambda: fastcomplete_home() / "kv")
     kv_store_bytes: int = field(default_factory=lambda: kv_store_bytes())
-    cache_memory_items: int = 512  # 0: no in-memory layer (benchmarks that must not hit it)
-    breaker_threshold: int = 3
-    breaker_cooldown_s: float = 30.0
+    # 0: no in-memory layer (benchmarks that must not hit it)
+    cache_memory_items: int = COMPLETION_CACHE_ITEMS
+    breaker_threshold: int = BREAKER_FAILURES
+    breaker_cooldown_s: float = BREAKER_COOLDOWN_S
     remote: RemoteConfig | None = None  # an OpenAI-compatible server in front of `standard`
     verify_hashes: bool = False  # sha256 of every model file at load time
     # False: a completion is served only by models already loaded (the server loads the standard
@@ -92,6 +98,22 @@ def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
         return model
 
     return load
+
+
+def variant_dirs(config: EngineConfig) -> dict[str, Path]:
+    """Each variant's folder: the one the config gives, else the named model's."""
+    fast, standard = config.fast_dir, config.standard_dir
+    if fast is not None and standard is not None:
+        return {FAST: fast, STANDARD: standard}
+    if config.model_name is None:
+        raise ValueError(
+            "EngineConfig names no model: pass model_name (models.choice.selected_model()) "
+            "or both fast_dir and standard_dir"
+        )
+    return {
+        FAST: fast or variant_dir(config.model_name, FAST),
+        STANDARD: standard or variant_dir(config.model_name, STANDARD),
+    }
 
 
 def same_graph(a: Path, b: Path) -> bool:
@@ -140,18 +162,14 @@ def _healed(
 class Engine:
     def __init__(
         self,
-        config: EngineConfig = EngineConfig(),
+        config: EngineConfig,
         loaders: dict[str, Callable[[], Any]] | None = None,
     ) -> None:
         """`loaders`: how each variant's model is made (default: loaded from its folder; tests
         pass scripted ones)."""
         self.config = config
         self.metrics = Metrics()
-        dirs = {
-            FAST: config.fast_dir or variant_dir(config.model_name, FAST),
-            STANDARD: config.standard_dir or variant_dir(config.model_name, STANDARD),
-        }
-        self.model_dirs = dirs
+        dirs = variant_dirs(config)
         if loaders is None:
             loaders = {v: _loader(d, config) for v, d in dirs.items()}
             if same_graph(dirs[FAST], dirs[STANDARD]):

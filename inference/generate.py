@@ -20,7 +20,7 @@ from inference.model import Model
 from inference.names import boost, name_tokens
 from inference.repetition import ends_in_loop
 from inference.sampling import apply_allowed, greedy, sample
-from inference.tuning import NAMES_BONUS_LOGITS, PREFILL_CHUNK_TOKENS
+from inference.tuning import MAX_NEW_TOKENS, NAMES_BONUS_LOGITS, PREFILL_CHUNK_TOKENS
 
 
 class Finish(str, Enum):
@@ -34,7 +34,7 @@ class Finish(str, Enum):
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    max_new_tokens: int = 64
+    max_new_tokens: int = MAX_NEW_TOKENS
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
     seed: int = 0

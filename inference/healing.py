@@ -17,11 +17,7 @@ many on every new line). Backing off the indentation token lets the model re-spe
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
-from functools import cached_property
-
-import numpy as np
 
 from inference.tokenizer import Tokenizer
 from inference.tuning import HEAL_MAX_INDENT_CHARS
@@ -31,54 +27,6 @@ from inference.tuning import HEAL_MAX_INDENT_CHARS
 class Healed:
     ids: list[int]
     prefix: str  # text the generation must start with ("" when nothing was backed off)
-
-
-class VocabIndex:
-    """Token texts sorted for prefix queries; built once per tokenizer (~50 ms for 49k tokens)."""
-
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        texts = tokenizer.vocab_texts()
-        order = sorted(range(len(texts)), key=texts.__getitem__)
-        self.sorted_texts = [texts[i] for i in order]
-        self.sorted_ids = np.asarray(order, dtype=np.int64)
-        self.texts = texts
-
-    @cached_property
-    def word_enders(self) -> np.ndarray:
-        """Tokens that end an identifier: their text starts with a character none continues."""
-        ends = [i for i, t in enumerate(self.texts) if t and not (t[0].isalnum() or t[0] == "_")]
-        return np.asarray(ends, dtype=np.int64)
-
-    @cached_property
-    def word_lengths(self) -> np.ndarray:
-        """How many identifier characters each token's text starts with."""
-        lengths = np.zeros(len(self.texts), dtype=np.int64)
-        for i, text in enumerate(self.texts):
-            n = 0
-            while n < len(text) and (text[n].isalnum() or text[n] == "_"):
-                n += 1
-            lengths[i] = n
-        return lengths
-
-    def starting_with(self, prefix: str) -> np.ndarray:
-        lo = bisect_left(self.sorted_texts, prefix)
-        hi = bisect_left(self.sorted_texts, prefix + "\U0010ffff")
-        return self.sorted_ids[lo:hi]
-
-    def allowed(self, remaining: str) -> np.ndarray:
-        """Tokens that continue `remaining`: they extend it, or are a non-empty prefix of it."""
-        prefixes = [i for k in range(1, len(remaining)) for i in self._exact(remaining[:k])]
-        return np.unique(
-            np.concatenate([self.starting_with(remaining), np.asarray(prefixes, dtype=np.int64)])
-        )
-
-    def _exact(self, text: str) -> list[int]:
-        lo = bisect_left(self.sorted_texts, text)
-        out = []
-        while lo < len(self.sorted_texts) and self.sorted_texts[lo] == text:
-            out.append(int(self.sorted_ids[lo]))
-            lo += 1
-        return out
 
 
 HORIZONTAL_SPACE = " \t"

@@ -22,6 +22,7 @@ from inference.graph import GraphSpec
 from inference.kv_store import KVStore
 from inference.tuning import (
     KEEP_KV_SLOTS,
+    KV_CACHE_BYTES,
     KV_STORE_MIN_TOKENS,
     SHIFT_MIN_TOKENS,
     WAIT_FOR_TOKENS,
@@ -65,7 +66,7 @@ class KVSlot:
 
 @dataclass(frozen=True)
 class PoolConfig:
-    budget_bytes: int = 768 << 20
+    budget_bytes: int = KV_CACHE_BYTES
     capacity_tokens: int = 4096  # per slot, shared-buffer mode
     device: str = "cpu"
     # Reuse a cached tail that moved (a FIM prompt's suffix after a key typed before it), as

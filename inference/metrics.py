@@ -1,16 +1,33 @@
-"""Per-model request metrics with p50/p95/p99 over a sliding window; snapshots are plain data."""
+"""Per-model request metrics with p50/p95/p99 over a sliding window; snapshots are plain data.
+
+`percentile` is the project's one definition of a percentile: the server's stats, the GPU
+default's measured p95 (models/measure.py), the eval and the benchmarks all report through it.
+"""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from inference.tuning import METRICS_WINDOW_REQUESTS
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """Nearest rank (q from 0 to 1): the smallest value with a share q of them at or below it.
+
+    Always a value that was measured, never an interpolation: the p95 of 20 or fewer timings is
+    the slowest, which is what a latency budget over a handful of runs must hold to.
+    """
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("the percentile of no values")
+    # Less a hair: 0.55 * 100 is 55.00000000000001 in floating point, one rank too many.
+    rank = math.ceil(q * len(ordered) - 1e-9)
+    return ordered[max(rank, 1) - 1]
 
 
 class Window:
@@ -23,9 +40,13 @@ class Window:
     def percentiles(self) -> dict[str, float | None]:
         if not self.values:
             return {"p50": None, "p95": None, "p99": None, "n": 0}
-        arr = np.fromiter(self.values, dtype=np.float64)
-        p50, p95, p99 = np.percentile(arr, [50, 95, 99])
-        return {"p50": float(p50), "p95": float(p95), "p99": float(p99), "n": len(arr)}
+        values = list(self.values)
+        return {
+            "p50": percentile(values, 0.50),
+            "p95": percentile(values, 0.95),
+            "p99": percentile(values, 0.99),
+            "n": len(values),
+        }
 
 
 @dataclass

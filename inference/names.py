@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inference.healing import VocabIndex
+from inference.vocab_index import VocabIndex
 
 
 def is_word(text: str) -> bool:

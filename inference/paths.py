@@ -1,29 +1,16 @@
-"""Where models and caches live: everything under $FASTCOMPLETE_HOME (default ~/.cache/fastcomplete)."""
+"""Where models and caches live: everything under $FASTCOMPLETE_HOME (default ~/.cache/fastcomplete).
+
+A leaf (it reads only the tunables): which model to serve is chosen above the engine
+(models/choice.py) and passed down.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-# The default catalogue model, chosen by measurement (docs/choosing-the-default.md): on a CPU
-# the one that saves the most keystrokes; with a GPU, the best by exact match.
-DEFAULT_MODEL = "qwen2.5-coder-0.5b"
-GPU_DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 VARIANTS = ("standard", "fast")
 MODEL_FILE = "model.onnx"  # each variant's graph, in its folder
-
-
-def default_model() -> str:
-    """This machine's default model (inference/model_choice.py says how it is chosen)."""
-    from inference.model_choice import default_choice
-
-    return default_choice().model
-
-
-def selected_model() -> str:
-    """The built model the server, the demo and the benchmarks use: FASTCOMPLETE_MODEL, else
-    the default for this machine."""
-    return os.environ.get("FASTCOMPLETE_MODEL") or default_model()
 
 
 def fastcomplete_home() -> Path:

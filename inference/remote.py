@@ -12,6 +12,7 @@ log.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import threading
@@ -180,67 +181,111 @@ class RemoteModel:
         cancel: threading.Event,
         on_text: Callable[[str], None] | None,
     ) -> RemoteResult:
-        started = time.perf_counter()
+        received = _Received(time.perf_counter())
+        with self._post(path, body, config) as response:
+            try:
+                for raw in response:
+                    interrupted = _interruption(config, cancel, received.started)
+                    if interrupted is not None:
+                        return received.result(interrupted)
+                    payload = _event_data(raw)
+                    if payload == "[DONE]":
+                        received.complete = True
+                        break
+                    if payload is not None:
+                        received.add(_parse_chunk(payload), on_text)
+            except (TimeoutError, ConnectionError, OSError) as exc:
+                raise _broken(received.text, exc) from exc
+        if not received.complete:
+            # A server that dies mid-answer closes the socket: iteration just ends.
+            raise RemoteError(f"remote stream ended early after {len(received.text)} characters")
+        received.cut_at_stops(config)
+        return received.result()
+
+    def _post(
+        self, path: str, body: dict[str, Any], config: GenerationConfig
+    ) -> http.client.HTTPResponse:
+        """The open response to `body`; a failure worth retrying (unreachable, overloaded, a
+        server error) raises _Retryable."""
         url = self.config.url.rstrip("/") + path
         request = urllib.request.Request(
             url, data=json.dumps(body).encode(), headers=self._headers(), method="POST"
         )
         timeout = min(self.config.timeout_s, config.deadline_s or self.config.timeout_s)
-        text, ttft, tokens, finish, complete = "", None, 0, Finish.LENGTH, False
         try:
-            response = urllib.request.urlopen(request, timeout=timeout)
+            return urllib.request.urlopen(request, timeout=timeout)
         except urllib.error.HTTPError as exc:
             error = RemoteError(f"remote endpoint answered HTTP {exc.code}")
             raise _Retryable(error) if exc.code >= 500 or exc.code == 429 else error from exc
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             reason = getattr(exc, "reason", exc)
             raise _Retryable(RemoteError(f"remote endpoint unreachable ({reason})")) from exc
-        with response:
-            try:
-                for raw in response:
-                    if cancel.is_set():
-                        return RemoteResult(
-                            text, Finish.CANCELLED, tokens, time.perf_counter() - started, ttft
-                        )
-                    if config.deadline_s and time.perf_counter() - started > config.deadline_s:
-                        return RemoteResult(
-                            text, Finish.DEADLINE, tokens, time.perf_counter() - started, ttft
-                        )
-                    line = raw.decode("utf-8", "replace").strip()
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        complete = True
-                        break
-                    chunk = _parse_chunk(payload)
-                    choice = (chunk.get("choices") or [{}])[0]
-                    piece = (choice.get("delta") or {}).get("content") or choice.get("text") or ""
-                    if piece:
-                        ttft = ttft if ttft is not None else time.perf_counter() - started
-                        text += piece
-                        tokens += 1
-                        if on_text:
-                            on_text(text)
-                    reason = choice.get("finish_reason")
-                    if reason:
-                        complete = True
-                        finish = Finish.EOS if reason == "stop" else Finish.LENGTH
-                    usage = chunk.get("usage") or {}
-                    tokens = int(usage.get("completion_tokens", tokens))
-            except (TimeoutError, ConnectionError, OSError) as exc:
-                if not text:
-                    raise _Retryable(RemoteError(f"remote stream broke ({exc})")) from exc
-                raise RemoteError(
-                    f"remote stream broke after {len(text)} characters ({exc})"
-                ) from exc
-        if not complete:
-            # A server that dies mid-answer closes the socket: iteration just ends.
-            raise RemoteError(f"remote stream ended early after {len(text)} characters")
+
+
+@dataclass
+class _Received:
+    """What a streamed answer has brought so far."""
+
+    started: float  # time.perf_counter() when the request was made
+    text: str = ""
+    ttft_s: float | None = None
+    tokens: int = 0
+    finish: Finish = Finish.LENGTH
+    complete: bool = False  # the server said the answer is over
+
+    def add(self, chunk: dict[str, Any], on_text: Callable[[str], None] | None) -> None:
+        choice = (chunk.get("choices") or [{}])[0]
+        piece = (choice.get("delta") or {}).get("content") or choice.get("text") or ""
+        if piece:
+            if self.ttft_s is None:
+                self.ttft_s = time.perf_counter() - self.started
+            self.text += piece
+            self.tokens += 1
+            if on_text:
+                on_text(self.text)
+        reason = choice.get("finish_reason")
+        if reason:
+            self.complete = True
+            self.finish = Finish.EOS if reason == "stop" else Finish.LENGTH
+        usage = chunk.get("usage") or {}
+        self.tokens = int(usage.get("completion_tokens", self.tokens))
+
+    def cut_at_stops(self, config: GenerationConfig) -> None:
+        """A server may ignore `stop`, or see more than 4 of them: the text ends at each here."""
         for stop in (*config.stop_strings, *(["\n"] if _one_line(config) else [])):
-            if stop in text:  # a server may ignore `stop`, or see more than 4 of them
-                text, finish = text[: text.index(stop)], Finish.STOP
-        return RemoteResult(text, finish, tokens, time.perf_counter() - started, ttft)
+            if stop in self.text:
+                self.text, self.finish = self.text[: self.text.index(stop)], Finish.STOP
+
+    def result(self, finish: Finish | None = None) -> RemoteResult:
+        total_s = time.perf_counter() - self.started
+        finish = self.finish if finish is None else finish
+        return RemoteResult(self.text, finish, self.tokens, total_s, self.ttft_s)
+
+
+def _interruption(
+    config: GenerationConfig, cancel: threading.Event, started: float
+) -> Finish | None:
+    """Why reading stops before the answer's end: cancelled, or past the deadline."""
+    if cancel.is_set():
+        return Finish.CANCELLED
+    if config.deadline_s and time.perf_counter() - started > config.deadline_s:
+        return Finish.DEADLINE
+    return None
+
+
+def _event_data(raw: bytes) -> str | None:
+    """The data of a server-sent event's `data:` line; None for any other line."""
+    line = raw.decode("utf-8", "replace").strip()
+    if not line.startswith("data:"):
+        return None
+    return line[5:].strip()
+
+
+def _broken(text: str, exc: Exception) -> Exception:
+    """A stream that broke: worth retrying only while no text has arrived (none was shown)."""
+    if not text:
+        return _Retryable(RemoteError(f"remote stream broke ({exc})"))
+    return RemoteError(f"remote stream broke after {len(text)} characters ({exc})")
 
 
 def _one_line(config: GenerationConfig) -> bool:

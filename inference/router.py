@@ -19,6 +19,7 @@ from typing import Generic, TypeVar
 
 from inference.errors import ModelFailure, NoModel
 from inference.metrics import Metrics
+from inference.tuning import BREAKER_COOLDOWN_S, BREAKER_FAILURES
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,8 @@ class Route:
 
 @dataclass
 class CircuitBreaker:
-    threshold: int = 3
-    cooldown_s: float = 30.0
+    threshold: int = BREAKER_FAILURES
+    cooldown_s: float = BREAKER_COOLDOWN_S
     failures: int = 0
     opened_at: float | None = None
     clock: Callable[[], float] = time.monotonic
@@ -104,8 +105,8 @@ class Router(Generic[M]):
         self,
         loaders: dict[str, Callable[[], M]],
         metrics: Metrics,
-        threshold: int = 3,
-        cooldown_s: float = 30.0,
+        threshold: int = BREAKER_FAILURES,
+        cooldown_s: float = BREAKER_COOLDOWN_S,
         clock: Callable[[], float] = time.monotonic,
         remote_completions: bool = False,
         completions_load: bool = True,

@@ -34,18 +34,17 @@ class DecodeBinding:
 class Runner:
     """Owns one ORT session. Forward passes are serialised: one session, one compute stream."""
 
-    def __init__(
-        self, session: ort.InferenceSession, spec: GraphSpec, fixed_decode: bool | None = None
-    ) -> None:
+    def __init__(self, session: ort.InferenceSession, spec: GraphSpec) -> None:
         self.session = session
         self.spec = spec
         self.lock = threading.Lock()
         # 2 when a one-token pass computes differently from a wider one (see `calibrate`).
         self.min_rows = 1
         self.cuda_graph = cuda_graph_enabled(session)
-        # Decode steps through a DecodeBinding: on CUDA with graphs (captured per slot), or
-        # when asked (the CPU tests check it computes what the plain step does).
-        self.fixed_decode = self.cuda_graph if fixed_decode is None else fixed_decode
+        # Decode steps through a DecodeBinding: on CUDA with graphs (captured per slot). Set by
+        # hand, it runs on the CPU too: the tests and bench/gpu_check.py check it computes what
+        # the plain step does.
+        self.fixed_decode = self.cuda_graph
         self.device = "cuda" if on_gpu(session) else "cpu"
         # A session that may capture graphs must be told not to for passes whose shapes change.
         self.dynamic_run = ort.RunOptions()

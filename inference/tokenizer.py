@@ -7,6 +7,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
 
+from inference.vocab_index import VocabIndex
+
 
 class Tokenizer:
     def __init__(self, path: Path, bos_token_id: int | None = None) -> None:
@@ -43,7 +45,5 @@ class Tokenizer:
         return [self.token_text(i) for i in range(self.vocab_size)]
 
     @cached_property
-    def vocab_index(self):
-        from inference.healing import VocabIndex
-
+    def vocab_index(self) -> VocabIndex:
         return VocabIndex(self)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 # -- Engine ------------------------------------------------------------------------------------
 
-# The GPU default (inference/model_choice.py): the best model whose first suggestion, measured on
+# The GPU default (models/choice.py): the best model whose first suggestion, measured on
 # the GPU, has a p95 within this; which fits in this share of the GPU's memory, counting this
 # much for the runtime's own workspace beside weights and KV; and, where nothing was measured on
 # this GPU yet, at most the largest size measured fast enough on a GPU (Qwen2.5-Coder-1.5B's
@@ -16,16 +16,6 @@ T_FIRST_SUGGESTION_P95_MS = 150.0
 GPU_MEMORY_SHARE = 0.85
 GPU_MEMORY_OVERHEAD_BYTES = 1 << 30
 UNMEASURED_MAX_PARAMS_M = 1600
-
-# The fast model's weight bits on each device, where no measurement on the machine chose them
-# (bench/fast_choice.py measures 16/8/4 on a GPU; `models build --fast-choice FILE` builds its
-# pick). 16: the fast model is the FP16 standard graph, loaded once.
-FAST_BITS = {"cpu": 8, "cuda": 16}
-FAST_BITS_BASIS = {
-    "cpu": "default: 8-bit weights keep 97.5% top-1 agreement and prefill fastest on the CPU",
-    "cuda": "default: on a lent H200 (bench/gpu_shape.py, 2026-12-04) Qwen2.5-Coder-1.5B's FP16 "
-    "decode (3.2 ms/token) beat its 8-bit (3.4-5.1); 4-bit not yet measured there",
-}
 
 # The background prefill feeds chunks of about this many milliseconds at the model's measured
 # prefill rate (a keystroke arriving mid-warm-up waits for at most one chunk), in multiples of
@@ -59,6 +49,15 @@ KV_STORE_PENDING_ITEMS = 2
 KV_STORE_BYTES = 1 << 30
 HEAL_MAX_INDENT_CHARS = 41  # a line break and 40 columns of indentation
 METRICS_WINDOW_REQUESTS = 512  # recent requests per latency series
+# Each model's KV cache in memory (the server's kvCacheMB setting says it in MB).
+KV_CACHE_BYTES = 768 << 20
+MAX_NEW_TOKENS = 64  # a completion's, unless the caller says (the server's maxTokens setting)
+# Finished completions by prompt: on disk, and the most recent ones in memory as well.
+COMPLETION_CACHE_BYTES = 64 << 20
+COMPLETION_CACHE_ITEMS = 512
+# A model that failed this many times in a row is left out this long, then tried once again.
+BREAKER_FAILURES = 3
+BREAKER_COOLDOWN_S = 30.0
 
 # -- Loops -------------------------------------------------------------------------------------
 

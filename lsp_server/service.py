@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,20 @@ from lsp_server.config.settings import Settings, merge
 from lsp_server.errors import BadRequest
 from lsp_server.inline.idle_work import IdleWork
 from lsp_server.inline.memory import SuggestionMemory
-from lsp_server.inline.parts import Parts
 from lsp_server.inline.policy import InlinePolicy
 from lsp_server.inline.prefill import Aim
 from lsp_server.inline.rejections import Rejections
 from lsp_server.inline.show_gate import ShowGate, gate_file
+from lsp_server.inline.showing import Showing
+from lsp_server.inline.sources.model import ModelOnPrompt
+from lsp_server.inline.sources.model_runs import ModelRuns
+from lsp_server.inline.sources.remembered import RememberedHere
+from lsp_server.inline.sources.settled import Settled
+from lsp_server.inline.sources.typed_through import TypedThrough
+from lsp_server.inline.sources.whole_after_short import WholeAfterShort
 from lsp_server.serving.model_lifecycle import EngineFactory, ModelLifecycle, Progress, engine_for
 from lsp_server.serving.notices import Notices, Notify, Status
-from lsp_server.serving.scheduler import Gate
+from lsp_server.serving.scheduler import Gate, LatestWins
 from lsp_server.telemetry.counts import Telemetry
 from lsp_server.text.documents import Documents, Snapshot, snapshot_of
 from lsp_server.text.positions import PositionError
@@ -68,25 +74,64 @@ class CompletionService:
         self.memory = SuggestionMemory()
         self.rejections = Rejections()
         self.show_gate = ShowGate()
-        parts = Parts(
-            current,
-            self.documents,
-            self.models,
-            self.notices,
-            self.telemetry,
-            self.memory,
-            self.rejections,
-            self.recent_edits,
-            self.show_gate,
-            Gate(),
-            self.spawn,
+        gate = Gate()  # completions before chat tasks
+        self.planner = Planner(
+            settings=current,
+            models=self.models,
+            workspace=self.indexer,
+            edits=self.recent_edits,
+            notices=self.notices,
+            telemetry=self.telemetry,
         )
-        self.planner = Planner(parts, self.indexer)
-        self.idle = IdleWork(parts, self.planner)
-        self.inline = InlinePolicy(parts, self.planner, self.idle)
+        self.idle = IdleWork(
+            settings=current,
+            documents=self.documents,
+            models=self.models,
+            planner=self.planner,
+            memory=self.memory,
+            gate=gate,
+            telemetry=self.telemetry,
+            spawn=self.spawn,
+        )
+        self.inline = self._inline_policy(current, gate)
         self.complete = self.inline.complete  # the inline completion: see InlinePolicy.complete
-        self.chat = ChatTasks(parts)
+        self.chat = ChatTasks(
+            settings=current,
+            documents=self.documents,
+            models=self.models,
+            gate=gate,
+            notices=self.notices,
+            telemetry=self.telemetry,
+        )
         self._background: set[asyncio.Task] = set()
+
+    def _inline_policy(self, current: Callable[[], Settings], gate: Gate) -> InlinePolicy:
+        """The inline policy and its chain of answer sources."""
+        latest = LatestWins()  # per document, the newest request
+        runs = ModelRuns(self.models, self.documents, self.idle.prefill, gate)
+        prefill = self.idle.prefill
+        # Where an inline answer comes from, tried top to bottom (lsp_server/inline/sources/).
+        chain = (
+            TypedThrough(),
+            RememberedHere(),
+            Settled(current, self.documents, self.planner, latest, self.idle.prefetches),
+            ModelOnPrompt(runs, self.planner, prefill),
+            WholeAfterShort(runs, self.planner, prefill),
+        )
+        showing = Showing(
+            current, self.rejections, self.show_gate, self.memory, self.telemetry, self.notices
+        )
+        return InlinePolicy(
+            chain,
+            showing,
+            settings=current,
+            documents=self.documents,
+            memory=self.memory,
+            idle=self.idle,
+            latest=latest,
+            telemetry=self.telemetry,
+            after_routing_error=lambda: self.spawn(self.models.ensure_loaded(STANDARD)),
+        )
 
     @property
     def engine(self) -> Engine | None:
@@ -140,7 +185,7 @@ class CompletionService:
 
     def close(self, uri: str) -> None:
         key = self.documents.key(uri)
-        self.inline.latest.cancel(key)
+        self.inline.cancel(key)
         self.idle.forget(key)
         self.memory.forget(key)
         self.rejections.forget(key)

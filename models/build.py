@@ -16,7 +16,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -31,9 +31,9 @@ from inference.manifest import (
     read_manifest,
     write_manifest,
 )
-from inference.paths import VARIANTS, ensure_private_dir, model_dir, models_dir, selected_model
-from inference.tuning import FAST_BITS, FAST_BITS_BASIS
+from inference.paths import VARIANTS, ensure_private_dir, model_dir, models_dir
 from models.catalogue import catalogue_source
+from models.choice import selected_model
 from models.convert import (
     PINNED_INPUTS,
     PINNED_TOKENIZER_CLASS,
@@ -41,6 +41,7 @@ from models.convert import (
     check_family,
     convert,
 )
+from models.fast_choice import FAST_BITS, FAST_BITS_BASIS
 from models.genai_build import (
     NBitsScheme,
     build_graph,
@@ -74,7 +75,7 @@ class BuildError(Exception):
 class BuildRequest:
     name: str | None = None
     # A catalogue entry (models/catalogue.py); default: FASTCOMPLETE_MODEL, else this machine's
-    # default (inference/paths.py).
+    # default (models/choice.py).
     model: str | None = None
     from_gguf: Path | None = None
     from_hf: Path | None = None
@@ -87,7 +88,8 @@ class BuildRequest:
     # loaded once); None: this device's default (FAST_BITS).
     bits: int | None = None
     cuda: bool = False  # the builder's CUDA graphs (FP16 standard model), for a GPU machine
-    # What chose the bits: bench/fast_choice.py's report, or this device's default.
+    # What chose the bits: a measured pick (models/fast_choice.py: manifest_record), or this
+    # device's default.
     fast_choice: dict | None = None
 
     @property
@@ -259,6 +261,24 @@ def _manifest(
         build_seconds=round(seconds, 1),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def rewrite_manifest(template: Manifest, folder: Path, request: BuildRequest) -> Manifest:
+    """`template`, this variant's manifest from a build made elsewhere, rewritten for the graphs
+    built into `folder` as `request` asks (graph, precision, quantization, the fast model's
+    choice and files) and written there: bench/gpu_real.py builds a model's CUDA graphs on a lent
+    GPU, which has no sources to convert, from the manifests of the build here."""
+    fast = template.variant == "fast"
+    manifest = replace(
+        template,
+        graph=request.graph,
+        precision=request.precision(fast),
+        quantization=request.quantization(fast),
+        fast_choice=request.choice(),
+        files=describe_files(folder, sorted(p.name for p in folder.iterdir())),
+    )
+    write_manifest(folder, manifest)
+    return manifest
 
 
 def rope_theta(cfg: dict) -> float | None:

@@ -55,7 +55,7 @@ class CatalogueEntry:
     # Exact match of its fast model on the held-out workspace eval (`fastcomplete eval
     # --workspace`, 60 positions, docs/choosing-the-default.md): how the GPU default is ranked.
     exact_match: float | None = None
-    params_m: int = 0  # parameters, millions: the memory a GPU needs for it (model_choice.py)
+    params_m: int = 0  # parameters, millions: the memory a GPU needs for it (choice.py)
 
 
 def _parts(stem: str, version: str, sums: tuple[str, ...]) -> tuple[Wheel, ...]:

@@ -125,13 +125,18 @@ def torch_reference(
     return results, sample_nll
 
 
+def agreement_gate(bits: int) -> float:
+    """The top-1 agreement with the standard model a fast model with `bits` weights must keep."""
+    return MIN_AGREEMENT if bits >= 8 else MIN_AGREEMENT_4BIT
+
+
 def validate(
     hf_dir: Path, standard: Path, fast: Path, encode: Any, bits: int = 8, cuda: bool = False
 ) -> dict[str, Any]:
     """Run both checks; raise ValidationError when either fails. Returns the figures.
     `bits`: the fast model's weight bits (the agreement gate depends on them). `cuda`: the graphs
     are a CUDA build (FP16 standard model), run on the GPU where there is one."""
-    gate = MIN_AGREEMENT if bits >= 8 else MIN_AGREEMENT_4BIT
+    gate = agreement_gate(bits)
     max_gap = MAX_NLL_GAP_FP16 if cuda else MAX_NLL_GAP_FP32
     prompts = [encode(p) for p in GREEDY_PROMPTS]
     ids = np.array(encode(sample_text())[:MAX_SAMPLE_TOKENS], dtype=np.int64)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from inference.paths import default_model as default_model_name
 from inference.paths import fastcomplete_home
 from models.build import BuildRequest, build
+from models.choice import default_model as default_model_name
 from models.tiny import TINY_NAME
 
 

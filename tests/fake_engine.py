@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from inference.engine import Engine, EngineConfig, EngineResult, ServingPlan, Tokens
+from inference.engine import Engine, EngineConfig, EngineResult
 from inference.errors import ModelFailure, NoModel
 from inference.generate import Finish, GenerationConfig, GenerationResult
 from inference.model import Model
 from inference.router import FAST, STANDARD
+from inference.serving import ServingPlan, Tokens
 from lsp_server.config.settings import Settings
 
 Script = Callable[[str, str], str]  # (variant, prompt) -> what that model "generates" there

@@ -163,19 +163,20 @@ def test_models_list_shows_what_can_be_built(home: Path) -> None:
 def test_the_default_follows_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a CPU the model that saves the most keystrokes, with a GPU the best by exact match;
     FASTCOMPLETE_MODEL wins over both, and every default is in the catalogue."""
-    from inference import device, paths
+    from inference import device
+    from models import choice
 
     monkeypatch.delenv("FASTCOMPLETE_MODEL", raising=False)
     monkeypatch.setattr(device, "gpu_present", lambda: False)
-    assert paths.selected_model() == paths.DEFAULT_MODEL == "qwen2.5-coder-0.5b"
+    assert choice.selected_model() == choice.DEFAULT_MODEL == "qwen2.5-coder-0.5b"
     monkeypatch.setattr(device, "gpu_present", lambda: True)
     monkeypatch.setattr(device, "cuda_runtime_installed", lambda: False)
-    assert paths.selected_model() == paths.DEFAULT_MODEL  # no onnxruntime-gpu: the CPU's
+    assert choice.selected_model() == choice.DEFAULT_MODEL  # no onnxruntime-gpu: the CPU's
     monkeypatch.setattr(device, "cuda_runtime_installed", lambda: True)
-    assert paths.selected_model() == paths.GPU_DEFAULT_MODEL == "qwen2.5-coder-1.5b"
+    assert choice.selected_model() == choice.GPU_DEFAULT_MODEL == "qwen2.5-coder-1.5b"
     monkeypatch.setenv("FASTCOMPLETE_MODEL", "my-model")
-    assert paths.selected_model() == "my-model"
-    assert {paths.DEFAULT_MODEL, paths.GPU_DEFAULT_MODEL} <= set(CATALOGUE)
+    assert choice.selected_model() == "my-model"
+    assert {choice.DEFAULT_MODEL, choice.GPU_DEFAULT_MODEL} <= set(CATALOGUE)
 
 
 def test_fastcomplete_device_cpu_means_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

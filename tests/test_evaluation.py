@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from inference.engine import Engine, EngineConfig
-from lsp_server.cli.evaluation import collect_cases, edit_similarity, evaluate, invents_a_name
+from lsp_server.cli.evaluation import (
+    Case,
+    collect_cases,
+    edit_similarity,
+    evaluate,
+    invents_a_name,
+)
 from lsp_server.completion.plan import PipelineOptions
 
 CODE = "\n".join(
@@ -77,3 +83,60 @@ def test_evaluate_runs_the_server_pipeline(tmp_path: Path, tiny_model: Path) -> 
     assert 0 <= summary["edit_similarity"] <= 100
     assert summary["latency_p50_ms"] > 0
     assert engine.stats()["models"]["tiny-llama/fast"]["requests"] >= len(cases)
+
+
+async def test_the_eval_plans_the_prompt_an_editor_gets(tmp_path: Path, home: Path) -> None:
+    """The eval goes through the server's own planner: for the same open document and cursor,
+    its prompt is the one the running service would prefill (the window above the cursor, the
+    recent-edits and names steps included)."""
+    from lsp_server.cli.evaluation import EVAL_SETTINGS, LoadedWorkspace, eval_planner, opened
+    from lsp_server.service import CompletionService
+    from lsp_server.workspace.exclusions import Exclusions
+    from tests.fake_engine import FakeEngine, engine_factory
+
+    (tmp_path / "walk.py").write_text(CODE)
+    engine = FakeEngine()
+    case = collect_cases([tmp_path], None, n=1, seed=3)[0]
+    planner = eval_planner(
+        engine, EVAL_SETTINGS, LoadedWorkspace(None, Exclusions(None)), PipelineOptions()
+    )
+    snap, view = opened(planner, case)
+    eval_prompt = planner.plan(snap, view).prompt
+
+    service = CompletionService(make_engine=engine_factory(FakeEngine()))
+    service.apply_settings({"multiline": EVAL_SETTINGS.multiline})
+    await service.load_models()
+    uri = (tmp_path / "walk.py").resolve().as_uri()
+    service.open(uri, case.document, 1, case.language)
+    position = {"line": case.line, "character": case.character}
+    served = service.debug_document([{"uri": uri, "position": position}])["prompt"]
+    assert eval_prompt == served and eval_prompt.strip()
+
+
+def test_the_workspace_eval_runs_each_row_through_the_planner(tmp_path: Path, home: Path) -> None:
+    from lsp_server.cli.evaluation import WORKSPACE_ROWS, run_workspace_eval, workspace_cases
+    from lsp_server.workspace.exclusions import Exclusions
+    from tests.fake_engine import FakeEngine
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "walk.py").write_text(CODE)
+    (repo / "util.py").write_text("def list_python_files(root):\n    return []\n")
+    cases = workspace_cases(repo, 2, 3, Exclusions(repo))
+
+    # The script answers each case's own expected rest, so every row scores every case.
+    def before_cursor(case: Case) -> str:
+        lines = case.document.split("\n")
+        return "\n".join([*lines[: case.line], lines[case.line][: case.character]])
+
+    expected = {before_cursor(c)[-24:]: c.expected for c in cases}
+
+    def script(variant: str, prompt: str) -> str:
+        return next((rest for end, rest in expected.items() if prompt.endswith(end)), "")
+
+    engine = FakeEngine(script)
+    report = run_workspace_eval(engine, repo, cases, WORKSPACE_ROWS, ("fast",), tmp_path / "ix")
+    assert set(report) == set(WORKSPACE_ROWS)
+    for row in report.values():
+        assert row["fast"]["cases"] == len(cases) and row["fast"]["exact_match"] == 100.0
+    assert any(call.variant == "fast" for call in engine.calls)

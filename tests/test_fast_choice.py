@@ -1,4 +1,5 @@
-"""bench/fast_choice: the fast model's weights chosen by measurement, and the build recording it."""
+"""The fast model's weights chosen by measurement (models/fast_choice.py; bench/fast_choice
+measures), and the build recording it."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from bench import fast_choice
-from bench.fast_choice import Candidate, choose
 from lsp_server.cli.main import main as cli_main
+from models.fast_choice import BitsCandidate, choose
 from models.tiny import TINY_NAME
 
 
-def row(bits: int, ms: float, agreement: float, gate: float = 0.95) -> Candidate:
-    return Candidate(bits, f"int{bits}", ms, agreement, gate)
+def row(bits: int, ms: float, agreement: float, gate: float = 0.95) -> BitsCandidate:
+    return BitsCandidate(bits, f"int{bits}", ms, agreement, gate)
 
 
 def test_the_fastest_passing_candidate_wins() -> None:

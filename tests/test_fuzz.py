@@ -71,6 +71,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from lsp_server.config.tuning import TREE_MAX_CHARS
 from tests.lsp.helpers import SERVER, SERVER_HOME, model_options, start, wait_ready
 
 DEBUG_COMMAND = "fastcomplete.debugDocument"
@@ -81,7 +82,7 @@ TIMEOUT = 30.0  # seconds for any one request; generous for a loaded 2-core mach
 FAR = 2**31 - 1  # the largest LSP uinteger: past the end of any document
 MAX_DOC = 600_000  # characters: no more huge inserts into a document this long
 MAX_DOCS = 4
-LARGE = 1 << 20  # lsp_server.protocol.server.LARGE_DOC_CHARS
+LARGE = TREE_MAX_CHARS  # beyond it, completions see the text around the cursor only
 # maxTokens 4 and a small context keep every completion to a few milliseconds.
 OPTIONS = {"maxTokens": 4, "contextTokens": 256}
 
@@ -608,7 +609,7 @@ def test_form_feed_and_unicode_separators_do_not_end_lines(harness: Harness) -> 
 
 
 def test_large_document_past_the_end_is_invalid_params(harness: Harness) -> None:
-    """Fixed in 247a096: in a document over 1 MiB (LARGE_DOC_CHARS) around_cursor() indexed past
+    """Fixed in 247a096: in a document over 1 MiB (TREE_MAX_CHARS) around_cursor() indexed past
     its line list, so a request two or more lines past the end failed with -32603 "IndexError:
     list index out of range" instead of -32602, and one line past the end named the excerpt's
     numbers ("line 87383 is past the end of the document (87383 lines)" for line 200001)."""

@@ -90,10 +90,13 @@ async def test_an_edit_during_generation_drops_the_answer() -> None:
     svc = make_service(engine)
     await ready(svc)
     pending = asyncio.ensure_future(svc.complete(URI, *END))
-    await asyncio.sleep(0.08)
+    while not engine.calls:  # past the debounce and its staleness check: the model runs
+        await asyncio.sleep(0.005)
     type_text(svc, 2, *END, " ")
     assert await pending is None
-    assert svc.stats()["emptyReasons"]["stale"] == 1
+    stats = svc.stats()
+    assert stats["emptyReasons"] == {"stale": 1} and stats["server"]["stale_dropped"] == 1
+    assert len(engine.calls) == 1 and stats["models"]["fake/fast"]["cancels"] == 0
 
 
 async def test_a_cancelled_request_stops_the_decode_loop() -> None:
@@ -119,9 +122,15 @@ async def test_typing_through_a_suggestion_needs_no_model() -> None:
     answer = await svc.complete(URI, END[0], END[1] + 3)
     assert answer is not None and answer.text == "uared + b"
     assert len(engine.calls) == 1 and svc.stats()["server"]["type_through"] == 1
-    type_text(svc, 3, END[0], END[1] + 3, "x")  # off the suggestion: the model again
+    type_text(svc, 3, END[0], END[1] + 3, "\u00e9")  # off the suggestion: the model again
     assert (await svc.complete(URI, END[0], END[1] + 4)) is not None
     assert len(engine.calls) == 2
+    svc.apply_settings({"typeThrough": False})  # switched off: the model answers even inside one
+    shown = svc.documents.get(URI).text
+    type_text(svc, 4, END[0], END[1] + 4, "_")
+    assert svc.memory.find(URI, shown + "_", len(shown) + 1) is not None
+    assert (await svc.complete(URI, END[0], END[1] + 5)) is not None
+    assert len(engine.calls) == 3 and svc.stats()["server"]["type_through"] == 1
 
 
 async def test_a_rest_the_show_gate_holds_back_goes_to_the_model_instead() -> None:
@@ -138,6 +147,24 @@ async def test_a_rest_the_show_gate_holds_back_goes_to_the_model_instead() -> No
     assert len(engine.calls) == 2 and stats["server"]["held_back"] == 1
     assert "held_back" not in stats["emptyReasons"]  # the request was answered
     assert stats["gate"]["heldBack"] == 1
+
+
+async def test_asking_again_where_a_suggestion_was_shown_is_not_a_prefetch() -> None:
+    """With prefetch off, a suggestion shown here and asked for again at the same place comes
+    from memory as itself: counted as shown again, and put to the show gate as no prefetch
+    (a gate that holds back every prefetch still shows it)."""
+    engine = FakeEngine(lambda variant, prompt: " * a + b * b")
+    svc = make_service(engine, showGate=True, showGateThreshold=0.3)
+    weights = dict.fromkeys(FEATURES, 0.0) | {"bias": 1.0, "prefetch": -10.0}
+    svc.show_gate.weights = np.array([weights[f] for f in FEATURES])
+    await ready(svc)
+    assert (await svc.complete(URI, *END)).text == " * a + b * b"
+    again = await svc.complete(URI, *END)
+    assert again is not None and again.text == " * a + b * b"
+    server = svc.stats()["server"]
+    assert len(engine.calls) == 1  # from memory, not the model
+    assert server["shown_again"] == 1 and "prefetch_hits" not in server
+    assert "held_back" not in server
 
 
 async def test_accepting_shows_the_prefetched_suggestion() -> None:
@@ -203,9 +230,10 @@ async def test_who_gets_nothing_and_why() -> None:
     assert await svc.complete("file:///w/notes.md", 0, 7) is None
     svc.open("file:///w/blob.py", "a\x00b", 1, "python")
     assert await svc.complete("file:///w/blob.py", 0, 3) is None
+    assert await svc.complete("file:///w/blob.py", 0, 3) is None
     reasons = svc.stats()["emptyReasons"]
-    assert reasons == {"not_ready": 1, "disabled": 1, "refused_binary": 1}
-    assert engine.calls == [] and any("binary data" in m for m in svc.told)
+    assert reasons == {"not_ready": 1, "disabled": 1, "refused_binary": 2}
+    assert engine.calls == [] and sum("binary data" in m for m in svc.told) == 1  # told once
 
 
 async def test_bad_requests_say_what_is_wrong_and_lose_nothing() -> None:
@@ -217,6 +245,8 @@ async def test_bad_requests_say_what_is_wrong_and_lose_nothing() -> None:
     with pytest.raises(BadRequest):
         await svc.complete(URI, 9, 0)  # past the last line
     assert svc.stats()["server"]["bad_position"] == 1
+    with pytest.raises(BadRequest, match=r"expected arguments \[\{uri, range"):
+        svc.chat.selection([{"uri": URI}])
     assert (await svc.complete(URI, *END)).text == "é"  # and it goes on serving
 
 
@@ -251,8 +281,26 @@ async def test_explain_streams_from_the_standard_model() -> None:
         "markdown": "It adds two squares.",
         "model": "fake/standard",
         "cancelled": False,
+        "cut": False,
     }
     assert seen[-1] == "It adds two squares." and svc.stats()["server"]["explains"] == 1
+    cancel = threading.Event()
+    cancel.set()  # a cancelled request stops before its first forward pass
+    assert (await svc.chat.explain(sel, seen.append, cancel))["cancelled"]
+
+
+async def test_an_explanation_cut_by_the_token_limit_ends_at_a_sentence_and_says_so() -> None:
+    long = "It adds two squares. " * 20 + "Then it returns the list of `Order"
+    engine = FakeEngine(lambda variant, prompt: long if "<|im_start|>" in prompt else "x")
+    svc = make_service(engine)
+    await ready(svc)
+    whole = {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 12}}
+    seen: list[str] = []
+    sel = svc.chat.selection([{"uri": URI, "range": whole}])
+    reply = await svc.chat.explain(sel, seen.append, threading.Event())
+    assert reply["cut"] and reply["markdown"].endswith("cut at the 320-token limit.)*")
+    assert reply["markdown"].split("\n\n")[0].endswith("It adds two squares.")
+    assert seen[-1] == reply["markdown"]  # the streamed view ends as the reply does
 
 
 async def test_an_automatic_request_chooses_its_model_once_and_encodes_its_prompt_once(
@@ -337,3 +385,30 @@ async def test_typing_a_suggestion_is_not_passing_it_over() -> None:
     type_text(svc, 2, *END, "_s")  # typed through, then on to a new line
     assert (await svc.complete(URI, END[0], END[1] + 2)).text == "quared"
     assert svc.stats()["emptyReasons"].get("rejected_here", 0) == 0
+
+
+async def test_a_new_answer_source_is_one_class_and_one_line_as_the_architecture_shows() -> None:
+    """docs/architecture.md's example source, taken from the page as written: one class, one
+    line in the chain, and the server answers from it (through the LSP handler's items too)."""
+    import re
+
+    from lsp_server.protocol.server import inline_items
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
+    section = page.split("### Adding an answer source", 1)[1]
+    source = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    namespace: dict[str, object] = {}
+    exec(compile(source, "library.py", "exec"), namespace)
+    engine = FakeEngine(lambda variant, prompt: " + b")
+    svc = make_service(engine)
+    await ready(svc)
+    chain = svc.inline.chain
+    library = namespace["FromLibrary"]({"return a": " * a + b * b"})  # type: ignore[operator]
+    svc.inline.chain = (*chain[:3], library, *chain[3:])  # the one line
+    answer = await svc.complete(URI, *END)
+    assert answer is not None and answer.text == " * a + b * b" and engine.calls == []
+    items = inline_items(URI, answer)
+    assert items[0].insert_text == " * a + b * b" and items[0].command.arguments[0]["model"] is None
+    other = "def f():\n    return b"
+    svc.open("file:///w/other.py", other, 1, "python")
+    assert (await svc.complete("file:///w/other.py", 1, 12)).text == " + b"  # passed: the model

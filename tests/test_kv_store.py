@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from inference.engine import Engine, EngineConfig, Tokens
+from inference.engine import Engine, EngineConfig
 from inference.generate import Generation, GenerationConfig
 from inference.kv_store import CorruptEntry, KVStore, _decode
 from inference.model import Model
 from inference.router import FAST, Task
+from inference.serving import Tokens
 from inference.tuning import KV_STORE_BLOCK_TOKENS, KV_STORE_MIN_TOKENS
 from models.validate import sample_text
 

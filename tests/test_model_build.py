@@ -16,13 +16,13 @@ from inference.manifest import GENAI_CUDA_GRAPH, GENAI_GRAPH, read_manifest, sha
 from inference.paths import VARIANTS, models_dir
 from models.build import BuildError, BuildRequest, build
 from models.registry import list_models, verify
-from models.source import SourceError
+from models.source import SourceError, check_gguf
 from models.tiny import TINY_NAME
 from models.validate import MAX_NLL_GAP_FP16, MAX_NLL_GAP_FP32, MIN_AGREEMENT
 
 
-def _cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {"FASTCOMPLETE_HOME": str(home), "PATH": "/usr/bin:/bin"}
+def _cli(*args: str, home: Path, **more_env: str) -> subprocess.CompletedProcess[str]:
+    env = {"FASTCOMPLETE_HOME": str(home), "PATH": "/usr/bin:/bin", **more_env}
     return subprocess.run(
         [sys.executable, "-m", "lsp_server.cli", *args],
         capture_output=True,
@@ -153,12 +153,54 @@ def test_interrupted_build_leaves_nothing(home: Path, monkeypatch: pytest.Monkey
 
 
 def test_missing_gguf_is_a_one_line_error(home: Path) -> None:
-    result = _cli("models", "build", "--from-gguf", str(home / "nope.gguf"), home=home)
+    # The file is named before the build's tools are looked for (the builder is missing here).
+    no_builder = str(home / "no-builder" / "python")
+    result = _cli(
+        "models",
+        "build",
+        "--from-gguf",
+        str(home / "nope.gguf"),
+        home=home,
+        FASTCOMPLETE_BUILDER_PYTHON=no_builder,
+    )
     assert result.returncode == 1
     assert result.stderr.strip() == f"fastcomplete: error: GGUF file not found: {home}/nope.gguf"
 
 
-def test_corrupt_gguf_is_refused(home: Path, tmp_path: Path) -> None:
+def _small_gguf(path: Path) -> Path:
+    """A small GGUF as llama.cpp lays one out: metadata (a token list among it), then tensors,
+    the last a small norm."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list([f"t{i}" for i in range(300)])
+    writer.add_tensor("token_embd.weight", np.ones((300, 64), dtype=np.float32))
+    writer.add_tensor("output_norm.weight", np.ones(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_cut_short_is_named_before_anything_is_built(tmp_path: Path) -> None:
+    whole = _small_gguf(tmp_path / "whole.gguf")
+    assert check_gguf(whole) == whole
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    for size in (6, 30, 500, 4000, len(data) // 2, len(data) - 300):  # header, tokens, tensors
+        cut.write_bytes(data[:size])
+        with pytest.raises(SourceError, match="corrupt GGUF"):
+            check_gguf(cut)
+
+
+def test_corrupt_gguf_is_refused(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Refused from the file alone: the builder is missing here, and no build tool is looked for.
+    monkeypatch.setenv("FASTCOMPLETE_BUILDER_PYTHON", str(tmp_path / "no-builder" / "python"))
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"PK\x03\x04" + b"\0" * 1000)
     with pytest.raises(SourceError, match="not a GGUF file"):

@@ -11,12 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from inference import device, model_choice
+from inference import device
+from inference.engine import Engine, EngineConfig
 from inference.manifest import read_manifest, write_manifest
-from inference.model_choice import Candidate, Gpu, choose_gpu_model, rank, serving_bytes
-from inference.paths import DEFAULT_MODEL, default_model
-from inference.tuning import FAST_BITS
+from models import choice as model_choice
 from models.catalogue import CATALOGUE
+from models.choice import (
+    DEFAULT_MODEL,
+    Candidate,
+    Gpu,
+    choose_gpu_model,
+    default_model,
+    rank,
+    serving_bytes,
+)
+from models.fast_choice import FAST_BITS
 from models.tiny import TINY_NAME
 
 GB = 1 << 30
@@ -68,6 +77,21 @@ def test_a_larger_model_is_chosen_only_once_measured_within_the_budget() -> None
     assert choose_gpu_model(
         everything, laptop, {"qwen2.5-coder-7b": 100.0}, DEFAULT_MODEL
     ).model == ("qwen2.5-coder-1.5b")
+
+
+def test_an_engine_config_asks_for_no_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine is told which model to load: making its config probes no GPU and reads no
+    models folder (the server's, the CLI's and the test fake's configs alike)."""
+
+    def probe(*args: object) -> None:
+        raise AssertionError("EngineConfig() asked for this machine's default model")
+
+    for name in ("default_choice", "gpu_info", "candidates"):
+        monkeypatch.setattr(model_choice, name, probe)
+    monkeypatch.setattr(device, "gpu_present", probe)
+    assert EngineConfig().model_name is None
+    with pytest.raises(ValueError, match="names no model"):
+        Engine(EngineConfig())
 
 
 @pytest.fixture

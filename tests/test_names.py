@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference.healing import VocabIndex
 from inference.names import boost, name_tokens
+from inference.vocab_index import VocabIndex
 from lsp_server.completion.plan import PipelineOptions, plan_completion
 from lsp_server.config.settings import Settings
 from lsp_server.prompting.names import index_names, name_rests, word_before

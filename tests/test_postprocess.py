@@ -17,7 +17,6 @@ from lsp_server.completion.postprocess import (
     drop_suffix_duplicate,
     postprocess,
     postprocess_report,
-    postprocess_why,
     stop_at_control_token,
     stop_at_dedent,
     stop_at_fence_or_prose,
@@ -118,10 +117,14 @@ def test_chain() -> None:
     assert postprocess(")", MID) == ""  # nothing but what is already there
 
 
-def test_postprocess_why_names_the_dropping_rule() -> None:
-    assert postprocess_why(")", MID) == ("", "drop_suffix_duplicate")
-    assert postprocess_why("  \n", MID) == ("", None)  # nothing to drop
-    assert postprocess_why("a, b)", MID) == ("a, b", None)
+def test_the_report_names_the_dropping_rule() -> None:
+    def why(text: str) -> tuple[str, str | None]:
+        report = postprocess_report(text, MID, cut_off=False)
+        return report.text, report.dropped_by
+
+    assert why(")") == ("", "drop_suffix_duplicate")
+    assert why("  \n") == ("", None)  # nothing to drop
+    assert why("a, b)") == ("a, b", None)
 
 
 # -- Golden documents: the document with its cursor (CURSOR), the model's text, the document

@@ -126,18 +126,3 @@ def test_completions_preempt_background_generation(tiny_model: Path) -> None:
         assert explain.result.forward_passes == 0  # waiting between steps, not computing
     worker.join(timeout=30)
     assert explain.result.finish is Finish.LENGTH and explain.result.new_tokens == 200
-
-
-def test_every_server_setting_is_declared_by_the_vscode_extension() -> None:
-    """A setting the server reads is one a VS Code user can find in the Settings UI (and the
-    Neovim plugin passes its `settings` table through as it is)."""
-    import json
-    from pathlib import Path
-
-    from lsp_server.config.settings import CAPABILITY_KEYS, CLIENT_KEYS, VALIDATORS
-
-    package = Path(__file__).resolve().parent.parent / "editors" / "vscode" / "package.json"
-    declared = json.loads(package.read_text())["contributes"]["configuration"]["properties"]
-    keys = {k.removeprefix("fastcomplete.") for k in declared}
-    assert set(VALIDATORS) - keys == CAPABILITY_KEYS
-    assert keys - set(VALIDATORS) <= CLIENT_KEYS

@@ -1,9 +1,10 @@
-"""The completion service without any LSP client: plain calls, plain answers."""
+"""The completion service without any LSP client, on real models (the tiny one and SmolLM2):
+what needs real tokens and real timing. The policy's scenarios run once, on the scripted engine,
+in tests/test_inline_policy.py."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from lsprotocol import types
 from inference.engine import EngineConfig, _healed
 from lsp_server.config.tuning import NEAR_CHARS
 from lsp_server.errors import BadRequest
+from lsp_server.inline.answers import Origin
 from lsp_server.inline.memory import Remembered
 from lsp_server.service import CompletionService
 
@@ -72,65 +74,6 @@ async def test_complete_counts_and_answers_on_snapshots(real_service: Completion
     assert late is not None and (late.line, late.character, late.text) == (4, 34, answer.text)
 
 
-async def test_bad_requests_say_what_is_wrong(service: CompletionService) -> None:
-    await _ready(service)
-    with pytest.raises(BadRequest, match="send textDocument/didOpen first"):
-        await service.complete("file:///w/nowhere.py", 0, 0)
-    service.open(URI, SOURCE, 1, "python")
-    with pytest.raises(BadRequest, match="line 40"):
-        await service.complete(URI, 40, 0)
-    assert service.stats()["server"]["bad_position"] == 1
-    with pytest.raises(BadRequest, match=r"expected arguments \[\{uri, range"):
-        service.chat.selection([{"uri": URI}])
-
-
-async def test_who_gets_nothing_and_why(service: CompletionService) -> None:
-    service.open(URI, SOURCE, 1, "python")
-    assert await service.complete(URI, 4, 34) is None  # models not loaded yet
-    await _ready(service)
-    service.open("file:///w/blob.py", "abc\x00def", 1, "python")
-    assert await service.complete("file:///w/blob.py", 0, 3) is None
-    assert await service.complete("file:///w/blob.py", 0, 3) is None
-    service.apply_settings({"languages": {"markdown": False}})
-    service.open("file:///w/notes.md", "# Notes\n\nSome", 1, "markdown")
-    assert await service.complete("file:///w/notes.md", 2, 4) is None
-    counts = service.stats()["server"]
-    assert counts["not_ready"] == 1 and counts["refused_binary"] == 2 and counts["disabled"] == 1
-    assert service.stats()["emptyReasons"] == {"not_ready": 1, "refused_binary": 2, "disabled": 1}
-    binary_notes = [m for m, _ in service.told if "binary data" in m]
-    assert len(binary_notes) == 1  # told once
-
-
-async def test_an_edit_during_generation_drops_the_answer(service: CompletionService) -> None:
-    await _ready(service)
-    service.open(URI, SOURCE, 1, "python")
-    pending = asyncio.ensure_future(service.complete(URI, 4, 34))
-    await asyncio.sleep(0)  # the request has started: now the user types on
-    edit = types.TextDocumentContentChangePartial(
-        range=types.Range(types.Position(4, 34), types.Position(4, 34)), text=")"
-    )
-    service.change(URI, 2, [edit])
-    assert await pending is None
-    assert service.stats()["server"]["stale_dropped"] == 1
-
-
-async def test_explain_streams_from_the_standard_model(service: CompletionService) -> None:
-    await _ready(service)
-    service.open(URI, SOURCE, 1, "python")
-    whole = {"start": {"line": 3, "character": 0}, "end": {"line": 4, "character": 34}}
-    sel = service.chat.selection([{"uri": URI, "range": whole}])
-    assert sel.code.startswith("def hypot")
-    seen: list[str] = []
-    reply = await service.chat.explain(sel, seen.append, threading.Event())
-    assert reply["model"] == "tiny-llama/standard" and not reply["cancelled"]
-    assert seen and seen[-1] == reply["markdown"]
-    cancel = threading.Event()
-    cancel.set()  # a cancelled request stops before its first forward pass
-    first_line = {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 16}}
-    other = service.chat.selection([{"uri": URI, "range": first_line}])
-    assert (await service.chat.explain(other, seen.append, cancel))["cancelled"]
-
-
 def test_a_bug_in_a_handler_is_answered_and_told_once() -> None:
     """The transport answers -32603 for an exception of our own and tells the user, once."""
     from concurrent.futures import Future
@@ -169,56 +112,6 @@ async def _idle(service: CompletionService) -> None:
     while service._background or service.idle.prefill.pending:
         await asyncio.gather(*list(service._background))
         await service.idle.prefill.settled()
-
-
-@pytest.mark.real_model
-async def test_typing_through_a_suggestion_needs_no_model(real_service: CompletionService) -> None:
-    await _ready(real_service)
-    real_service.apply_settings({"prefetch": False})
-    real_service.open(URI, ITEMS, 1, "python")
-    shown = await real_service.complete(URI, 3, 21)
-    assert shown is not None and len(shown.text) > 3
-    runs = _model_requests(real_service)
-    _edit(real_service, 2, 3, 21, shown.text[:3])  # the user types what the suggestion shows
-    rest = await real_service.complete(URI, 3, 24)
-    assert (
-        rest is not None and rest.text == shown.text[3:] and (rest.line, rest.character) == (3, 24)
-    )
-    assert (
-        real_service.stats()["server"]["type_through"] == 1
-        and _model_requests(real_service) == runs
-    )
-    _edit(real_service, 3, 3, 24, "\u00e9")  # diverges (a non-ASCII letter): the model runs again
-    await real_service.complete(URI, 3, 25)
-    assert (
-        real_service.stats()["server"]["type_through"] == 1
-        and _model_requests(real_service) == runs + 1
-    )
-    real_service.apply_settings({"typeThrough": False})
-    text = real_service.documents.get(URI).text
-    offset = len(text) - len(text.split("\n")[-1]) + 25
-    real_service.memory.remember(URI, Remembered(text[:offset], text[offset:], "ab", "shown", None))
-    await real_service.complete(URI, 3, 25)
-    assert real_service.stats()["server"]["type_through"] == 1  # switched off: the model answers
-    assert _model_requests(real_service) == runs + 2
-
-
-@pytest.mark.real_model
-async def test_accepting_shows_the_prefetched_suggestion(real_service: CompletionService) -> None:
-    await _ready(real_service)
-    real_service.open(URI, ITEMS, 1, "python")
-    shown = await real_service.complete(URI, 3, 21)
-    assert shown is not None and "\n" not in shown.text
-    await _idle(real_service)
-    assert real_service.stats()["server"]["prefetched"] == 1
-    runs = _model_requests(real_service)
-    _edit(real_service, 2, 3, 21, shown.text)  # accepted
-    after = await real_service.complete(URI, 3, 21 + len(shown.text))
-    assert after is not None and after.text
-    assert (
-        real_service.stats()["server"]["prefetch_hits"] == 1
-        and _model_requests(real_service) == runs
-    )
 
 
 async def test_a_cold_prompt_is_answered_from_the_nearest_lines(
@@ -291,7 +184,7 @@ def test_switching_fast_mode_forgets_what_the_other_model_suggested(
     service: CompletionService,
 ) -> None:
     service.open(URI, SOURCE, 1, "python")
-    service.memory.remember(URI, Remembered(SOURCE, "", " * 2", "shown", None))
+    service.memory.remember(URI, Remembered(SOURCE, "", " * 2", Origin.MODEL, None))
     assert service.memory.find(URI, SOURCE, len(SOURCE)) is not None
     service.toggle_fast_mode()
     assert service.memory.find(URI, SOURCE, len(SOURCE)) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from inference.engine import EngineConfig
 from lsp_server.config.tuning import GATE_REFIT_LABELS
+from lsp_server.inline import show_gate
 from lsp_server.inline.show_gate import FEATURES, Put, ShowGate, features, gate_file, outcome
 from lsp_server.service import CompletionService
 
@@ -90,6 +92,68 @@ def test_it_learns_what_this_person_passes_over_and_keeps_it(tmp_path: Path) -> 
     assert other.probability(unsure.x) == pytest.approx(before[0])
 
 
+def test_the_file_holds_the_newest_refit_when_two_saves_overlap(tmp_path: Path) -> None:
+    """On a busy machine an older refit's save can be overtaken by a newer refit's between reading
+    the gate and writing the file: the file must still end with the weights in memory."""
+    path = tmp_path / "gate.json"
+    gate = ShowGate()
+    gate.use(path)
+    older_waiting, newer_saved = threading.Event(), threading.Event()
+
+    class OvertakenLock:  # the file's lock, which the older refit's save reaches last
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+        def __enter__(self) -> None:
+            if threading.current_thread().name == "older":
+                older_waiting.set()
+                newer_saved.wait(timeout=30)
+            self.lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.lock.release()
+
+    gate._write_lock = OvertakenLock()  # type: ignore[assignment]
+    passed = [(_put(f"a{i}", mean=-4.0).x, 0) for i in range(GATE_REFIT_LABELS)]
+    taken = [(_put(f"b{i}", mean=-0.2).x, 1) for i in range(GATE_REFIT_LABELS)]
+    older = threading.Thread(target=gate._refit, args=(passed, 1), name="older")
+    older.start()
+    assert older_waiting.wait(timeout=30)
+    gate._refit(passed + taken, 2)  # the newer refit, on more labels, saves first
+    newer_saved.set()
+    older.join()
+    assert json.loads(path.read_text())["weights"] == [round(float(w), 6) for w in gate.weights]
+    again = ShowGate()
+    again.use(path)
+    assert np.allclose(again.weights, gate.weights, atol=1e-6)
+
+
+def test_a_refit_under_way_stays_with_its_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    gate = ShowGate()
+    gate.use(first)
+    fitting, switched = threading.Event(), threading.Event()
+    real_fit = show_gate.fit
+
+    def slow_fit(*args: object, **kwargs: object) -> np.ndarray:
+        fitting.set()
+        switched.wait(timeout=30)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(show_gate, "fit", slow_fit)
+    for i in range(GATE_REFIT_LABELS):
+        gate.put("u", _put(f"b{i}", mean=-0.2))
+        gate.observe("u", BEFORE + f"b{i}" + AFTER)
+    assert fitting.wait(timeout=30)
+    gate.use(second)  # another workspace while the first one's refit runs
+    switched.set()
+    gate.flush()
+    assert np.array_equal(gate.weights, show_gate.seed_weights())
+    assert not second.exists()
+
+
 def test_an_unreadable_or_outdated_file_starts_from_the_seed(tmp_path: Path) -> None:
     seed = ShowGate().weights
     path = tmp_path / "gate.json"
@@ -148,13 +212,10 @@ def test_the_threshold_setting_is_checked(service: CompletionService) -> None:
 
 
 def test_a_rest_being_typed_through_is_judged_by_its_own_tokens() -> None:
-    from lsp_server.inline.policy import Shown, rest_logprobs
+    from lsp_server.inline.show_gate import rest_logprobs
 
     probs = (-0.1, -0.2, -5.0, -6.0)  # sure of the start, not of the end
-    fresh = Shown("u", "x = ", "python", 4, "abcdefgh", None, "u:0:4")
-    assert rest_logprobs(probs, fresh) == probs
-    half = Shown("u", "x = abcd", "python", 8, "efgh", None, "u:0:8", "type_through", 4)
-    assert rest_logprobs(probs, half) == (-5.0, -6.0)
-    nearly = Shown("u", "x = abcdefg", "python", 11, "h", None, "u:0:11", "type_through", 7)
-    assert rest_logprobs(probs, nearly) == (-6.0,)
-    assert rest_logprobs((), half) == ()
+    assert rest_logprobs(probs, 0, len("abcdefgh")) == probs
+    assert rest_logprobs(probs, 4, len("efgh")) == (-5.0, -6.0)
+    assert rest_logprobs(probs, 7, len("h")) == (-6.0,)
+    assert rest_logprobs((), 4, len("efgh")) == ()

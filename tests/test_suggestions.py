@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from lsp_server.inline.answers import Origin
 from lsp_server.inline.memory import Remembered, SuggestionMemory, typed_through
 
 BEFORE = "def area(r):\n    return "
 AFTER = "\n\n\ndef main():\n    print(area(2))\n"
-SHOWN = Remembered(BEFORE, AFTER, "math.pi * r ** 2", "shown", None)
+SHOWN = Remembered(BEFORE, AFTER, "math.pi * r ** 2", Origin.MODEL, None)
 
 
 def doc(typed: str, after: str = AFTER) -> tuple[str, int]:
@@ -34,7 +35,7 @@ def test_an_edit_elsewhere_ends_the_match() -> None:
 
 
 def test_non_ascii_text_around_the_suggestion() -> None:
-    item = Remembered("s = 'héllo 🙂'\nt = ", "\nprint(s)\n", "s.upper()", "shown", None)
+    item = Remembered("s = 'héllo 🙂'\nt = ", "\nprint(s)\n", "s.upper()", Origin.MODEL, None)
     text = item.before + "s.u" + item.after
     found = typed_through(item, text, len(item.before) + 3)
     assert found is not None and found.rest == "pper()"
@@ -44,10 +45,15 @@ def test_memory_prefers_the_newest_and_forgets_closed_documents() -> None:
     memory = SuggestionMemory()
     memory.remember("a", SHOWN)
     # The suggestion after the shown one, remembered as if it had been accepted.
-    ahead = Remembered(BEFORE + SHOWN.text, AFTER, "  # m²", "prefetch", None)
+    ahead = Remembered(BEFORE + SHOWN.text, AFTER, "  # m²", Origin.PREFETCHED, None)
     memory.remember("a", ahead)
     found = memory.find("a", *doc(SHOWN.text))
-    assert found is not None and found.item.origin == "prefetch" and found.rest == "  # m²"
+    assert (
+        found is not None
+        and found.item.origin is Origin.PREFETCHED
+        and found.origin is Origin.PREFETCHED
+        and found.rest == "  # m²"
+    )
     found = memory.find("a", *doc("math"))
     assert found is not None and found.item is SHOWN
     assert memory.find("b", *doc("math")) is None

@@ -14,6 +14,9 @@ SYSTEM = "You are a concise, precise programming assistant."
 EXPLAIN_CONFIG = GenerationConfig(max_new_tokens=320)
 REFACTOR_CONFIG = GenerationConfig(max_new_tokens=512)
 FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.DOTALL)
+# A sentence's end (its stop and the space or line break after it), a paragraph's end, or a code
+# fence at the start of a line.
+SENTENCE_OR_FENCE = re.compile(r"[.!?:][)*_`\"']*(?=\s)|\n\s*\n|^[ \t]*```[^\n]*$", re.MULTILINE)
 
 
 Messages = list[dict[str, str]]
@@ -26,7 +29,38 @@ def messages(user: str) -> Messages:
 
 def explain_messages(code: str, language_id: str) -> Messages:
     lang = fence_name(language_id)
-    return messages(f"Explain what this {lang} code does.\n\n```{lang}\n{code}\n```")
+    return messages(
+        f"Explain what this {lang} code does, in a few short paragraphs.\n\n```{lang}\n{code}\n```"
+    )
+
+
+def ended_explanation(text: str, cut_off: bool, max_tokens: int) -> str:
+    """An explanation the person can read to its end: one the token limit cut off ends at its
+    last whole sentence or paragraph (never inside a code block), and says it was cut."""
+    if not cut_off:
+        return text
+    kept = readable_part(text)
+    note = f"*(The explanation was cut at the {max_tokens}-token limit.)*"
+    return f"{kept}\n\n{note}" if kept else note
+
+
+def readable_part(text: str) -> str:
+    """`text` up to its last whole sentence or paragraph: what is streamed while the rest is
+    still being written, so that what the person saw is always the start of the final answer."""
+    return text[: _last_sentence_end(text)].rstrip()
+
+
+def _last_sentence_end(text: str) -> int:
+    """Where the last whole sentence or paragraph ends outside a code block (0: none)."""
+    end, in_code = 0, False
+    for match in SENTENCE_OR_FENCE.finditer(text):
+        if match.group().lstrip().startswith("```"):
+            in_code = not in_code
+            if not in_code:
+                end = match.end()  # a whole code block is a whole piece
+        elif not in_code:
+            end = match.end()
+    return end
 
 
 def refactor_messages(code: str, language_id: str) -> Messages:

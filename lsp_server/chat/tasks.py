@@ -15,14 +15,20 @@ from lsp_server.chat.prompts import (
     EXPLAIN_CONFIG,
     REFACTOR_CONFIG,
     Messages,
+    ended_explanation,
     explain_messages,
     extract_code,
+    readable_part,
     refactor_messages,
     refactor_verdict,
 )
+from lsp_server.config.settings import Settings
 from lsp_server.errors import BadRequest
-from lsp_server.inline.parts import Parts
-from lsp_server.text.documents import Snapshot, snapshot_of
+from lsp_server.serving.model_lifecycle import ModelLifecycle
+from lsp_server.serving.notices import Notices
+from lsp_server.serving.scheduler import Gate
+from lsp_server.telemetry.counts import Telemetry
+from lsp_server.text.documents import Documents, Snapshot, snapshot_of
 from lsp_server.text.positions import PositionError, offset_at
 
 
@@ -47,13 +53,22 @@ class Rewrite:
 
 
 class ChatTasks:
-    def __init__(self, parts: Parts) -> None:
-        self._settings = parts.settings
-        self._documents = parts.documents
-        self._models = parts.models
-        self._gate = parts.gate
-        self._notices = parts.notices
-        self._telemetry = parts.telemetry
+    def __init__(
+        self,
+        *,
+        settings: Callable[[], Settings],
+        documents: Documents,
+        models: ModelLifecycle,
+        gate: Gate,
+        notices: Notices,
+        telemetry: Telemetry,
+    ) -> None:
+        self._settings = settings
+        self._documents = documents
+        self._models = models
+        self._gate = gate
+        self._notices = notices
+        self._telemetry = telemetry
 
     def selection(self, args: list[Any]) -> Selection:
         """The selected code from [{uri, range}] or [uri, range]."""
@@ -110,10 +125,23 @@ class ChatTasks:
         if not sel.code.strip():
             raise BadRequest("nothing selected to explain")
         chat = explain_messages(sel.code, sel.snapshot.language_id or "text")
-        result = await self.chat(Task.EXPLAIN, chat, EXPLAIN_CONFIG, on_text, cancel)
+        streamed = ""
+
+        def sentences(text: str) -> None:  # whole sentences only: a cut answer ends on one
+            nonlocal streamed
+            readable = readable_part(text)
+            if len(readable) > len(streamed):
+                streamed = readable
+                on_text(readable)
+
+        result = await self.chat(Task.EXPLAIN, chat, EXPLAIN_CONFIG, sentences, cancel)
         self._telemetry.counts["explains"] += 1
         cancelled = result.finish is Finish.CANCELLED
-        return {"markdown": result.text, "model": result.model_id, "cancelled": cancelled}
+        cut = result.finish is Finish.LENGTH
+        text = ended_explanation(result.text, cut, EXPLAIN_CONFIG.max_new_tokens)
+        if text != streamed:
+            on_text(text)
+        return {"markdown": text, "model": result.model_id, "cancelled": cancelled, "cut": cut}
 
     async def rewrite(
         self, sel: Selection, on_text: Callable[[str], None], cancel: threading.Event

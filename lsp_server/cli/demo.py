@@ -19,8 +19,9 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from inference.paths import selected_model, variant_dir
+from inference.paths import variant_dir
 from lsp_server.protocol.transport import STATUS_NOTIFICATION
+from models.choice import selected_model
 
 SAMPLE_URI = "file:///demo/orders.py"
 SAMPLE = """import json

@@ -53,11 +53,11 @@ def versions() -> list[Check]:
 
 
 def device() -> list[Check]:
-    from inference.device import cuda_runtime_installed, gpu_present
-    from inference.model_choice import gpu_info
+    from inference.device import DEVICE_ENV, cpu_only, cuda_runtime_installed, gpu_present
+    from models.choice import gpu_info
 
-    if os.environ.get("FASTCOMPLETE_DEVICE", "").lower() == "cpu":
-        return [Check("device", "info", "CPU: FASTCOMPLETE_DEVICE=cpu")]
+    if cpu_only():
+        return [Check("device", "info", f"CPU: {DEVICE_ENV}=cpu")]
     if not gpu_present():
         return [Check("device", "ok", "CPU: no NVIDIA GPU on this machine")]
     gpu = gpu_info()
@@ -97,8 +97,7 @@ def _cuda_libraries() -> list[str]:
 
 
 def default_model() -> list[Check]:
-    from inference.model_choice import default_choice
-    from inference.paths import selected_model
+    from models.choice import default_choice, selected_model
     from models.registry import list_models
 
     name = selected_model()

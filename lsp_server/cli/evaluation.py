@@ -21,16 +21,21 @@ from pathlib import Path
 from typing import Any
 
 from inference.engine import Engine
+from inference.metrics import percentile
 from inference.router import FAST, STANDARD
-from lsp_server.completion.plan import Cursor, PipelineOptions, Request, plan_at
-from lsp_server.completion.run import adds_syntax_errors, complete_at
+from lsp_server.completion.plan import PipelineOptions
+from lsp_server.completion.planner import Planner, View
+from lsp_server.completion.run import adds_syntax_errors
 from lsp_server.config.settings import Settings
-from lsp_server.prompting.names import NAME, index_names, word_before
+from lsp_server.prompting.names import NAME, word_before
+from lsp_server.serving.notices import Notices
+from lsp_server.telemetry.counts import Telemetry
+from lsp_server.text.documents import Documents, Snapshot, snapshot_of
 from lsp_server.text.languages import EXTENSIONS, language_names
 from lsp_server.workspace.exclusions import SKIPPED_DIRS, Exclusions
 from lsp_server.workspace.index import WorkspaceIndex
 from lsp_server.workspace.index.files import read_text
-from lsp_server.workspace.snippets import RepoSources, SnippetChooser, budget_chars
+from lsp_server.workspace.recent_edits import RecentEdits
 
 CASES_PER_FILE = 4
 EVAL_SETTINGS = Settings(multiline="never")  # the task is the rest of one line
@@ -83,7 +88,7 @@ class Scores:
             if self.shown
             else 0.0,
             "latency_p50_ms": round(statistics.median(lat), 1) if lat else None,
-            "latency_p95_ms": round(lat[int(0.95 * (len(lat) - 1))], 1) if lat else None,
+            "latency_p95_ms": round(percentile(lat, 0.95), 1) if lat else None,
             "context_p50_ms": round(statistics.median(self.context_ms), 1)
             if self.context_ms
             else None,
@@ -198,20 +203,57 @@ def evaluate(
 ) -> Scores:
     scores = Scores()
     settings = dataclasses.replace(settings, fastMode=fast_mode)
+    planner = eval_planner(engine, settings, LoadedWorkspace(None, Exclusions(None)), options)
     for case in cases:
+        snap, view = opened(planner, case)
         started = time.perf_counter()
-        plan, done = complete_at(
-            engine, _cursor(case), settings, cancel=threading.Event(), options=options
-        )
+        plan, done = planner.plan_and_run(snap, view, threading.Event())
         scores.latencies_ms.append((time.perf_counter() - started) * 1000)
         tally(scores, case, done.text, plan.offset)
     return scores
 
 
-def _cursor(case: Case) -> Cursor:
-    """The case's file open in an editor, named in the prompt as the server names it."""
+@dataclass(frozen=True)
+class LoadedModels:
+    """The eval's engine, its models loaded: what the planner asks of the server's models."""
+
+    engine: Engine
+    serving: bool = True
+
+
+@dataclass(frozen=True)
+class LoadedWorkspace:
+    """The eval's workspace index (built before it starts), as the server's indexer holds one."""
+
+    index: WorkspaceIndex | None
+    exclusions: Exclusions
+
+
+def eval_planner(
+    engine: Engine, settings: Settings, workspace: LoadedWorkspace, options: PipelineOptions
+) -> Planner:
+    """The server's own planner (lsp_server.completion.planner) over a loaded engine: the
+    repository's snippets, recent edits (none here), names and the window above the cursor,
+    chosen exactly as an editor's request gets them."""
+    return Planner(
+        settings=lambda: settings,
+        models=LoadedModels(engine),
+        workspace=workspace,
+        edits=RecentEdits(lambda uri: None),
+        notices=Notices(),
+        telemetry=Telemetry(Documents(), lambda: settings, lambda coro: coro.close()),
+        options=options,
+    )
+
+
+def opened(planner: Planner, case: Case) -> tuple[Snapshot, View]:
+    """The case's file open in an editor (parsed, named in the prompt as the server names it),
+    and what planning sees at its cursor."""
+    documents = Documents()
     uri = Path(case.path).resolve().as_uri()
-    return Cursor(case.document, case.line, case.character, case.language, uri)
+    documents.open(uri, case.document, 1, case.language)
+    snap = snapshot_of(documents, uri)
+    return snap, planner.cursor_view(snap, case.line, case.character)
 
 
 def invents_a_name(document: str, offset: int, got: str, known: Collection[str]) -> bool:
@@ -283,6 +325,14 @@ class RepoRow:
     suffix_scoring: bool = True
     names: bool = True  # names that exist (lsp_server/prompting/names.py)
 
+    def options(self) -> PipelineOptions:
+        return PipelineOptions(
+            suffix_scoring=self.suffix_scoring,
+            names=self.names,
+            index_snippets=self.index_snippets,
+            definitions=self.definitions,
+        )
+
 
 WORKSPACE_ROWS = {
     "file only (before the index)": RepoRow(False, False, False),
@@ -329,46 +379,35 @@ def run_workspace_eval(
     exclusions = Exclusions(root)
     index = WorkspaceIndex(root, store_dir, exclusions=exclusions)
     index.build()
+    workspace = LoadedWorkspace(index, exclusions)
     repo_known = repository_names(index)
     known: dict[str, set[str]] = {}  # by language: the repository's names and the language's
     for variant in variants:
         engine.load(variant)
-    scores = {(name, v): Scores() for name in rows for v in variants}
+    planners = {
+        (name, variant): eval_planner(engine, row_settings(row, variant), workspace, row.options())
+        for name, row in rows.items()
+        for variant in variants
+    }
+    scores = {key: Scores() for key in planners}
     for case in cases:
-        uri = Path(case.path).resolve().as_uri()
-        for variant in variants:
-            for name, row in rows.items():
-                used = row.index_snippets or row.definitions
-                sources = RepoSources(
-                    (),
-                    index if used else None,
-                    exclusions,
-                    definitions=row.definitions,
-                    index_snippets=row.index_snippets,
-                )
-                chooser = SnippetChooser(lambda: budget_chars(EVAL_SETTINGS.contextTokens))
-                started = time.perf_counter()
-                snippets = chooser.choose(uri, case.document, case.line, sources)
-                context_ms = (time.perf_counter() - started) * 1000
-                options = PipelineOptions(suffix_scoring=row.suffix_scoring, names=row.names)
-                request = Request(
-                    snippets=tuple(snippets),
-                    repo=root.name,
-                    repo_names=index_names(index, index.relative(case.path)) if used else None,
-                )
-                if case.language not in known:
-                    known[case.language] = repo_known | language_names(case.language)
-                _score_case(
-                    engine,
-                    case,
-                    variant,
-                    options,
-                    request,
-                    scores[name, variant],
-                    context_ms,
-                    known[case.language],
-                )
+        if case.language not in known:
+            known[case.language] = repo_known | language_names(case.language)
+        for key, planner in planners.items():
+            _score_case(engine, planner, case, scores[key], known[case.language])
     return {name: {v: scores[name, v].summary() for v in variants} for name in rows}
+
+
+def row_settings(row: RepoRow, variant: str) -> Settings:
+    """The settings an editor would send for `row`: the index, suffix scoring and known names
+    are settings of the server's."""
+    return dataclasses.replace(
+        EVAL_SETTINGS,
+        fastMode=variant == FAST,
+        workspaceIndex=row.index_snippets or row.definitions,
+        suffixScoring=row.suffix_scoring,
+        knownNames=row.names,
+    )
 
 
 def repository_names(index: WorkspaceIndex) -> set[str]:
@@ -384,24 +423,23 @@ def repository_names(index: WorkspaceIndex) -> set[str]:
 
 def _score_case(
     engine: Engine,
+    planner: Planner,
     case: Case,
-    variant: str,
-    options: PipelineOptions,
-    request: Request,
     scores: Scores,
-    context_ms: float,
     known: Collection[str] | None = None,
 ) -> None:
-    settings = dataclasses.replace(
-        EVAL_SETTINGS, fastMode=variant == FAST, suffixScoring=options.suffix_scoring
-    )
-    warm = plan_at(engine, _cursor(case), settings, request, options)
+    """One case as the server answers it once the file has been open a while: its whole prompt
+    prefilled first (latency on a warm prompt); the repository context's own cost (choosing
+    snippets and definitions) measured apart, as `context_ms`."""
+    snap, view = opened(planner, case)
+    started = time.perf_counter()
+    planner.request(snap, view)
+    context_ms = (time.perf_counter() - started) * 1000
+    warm = planner.plan(snap, view)
     if warm.serving is not None and warm.prompt.strip():
         engine.warm(warm.serving, warm.prompt, warm.tokens, threading.Event(), warm.config.heal)
     started = time.perf_counter()
-    made, done = complete_at(
-        engine, _cursor(case), settings, cancel=threading.Event(), request=request, options=options
-    )
+    made, done = planner.plan_and_run(snap, view, threading.Event())
     scores.latencies_ms.append((time.perf_counter() - started) * 1000)
     scores.context_ms.append(context_ms)
     tally(scores, case, done.text, made.offset, known)

@@ -7,8 +7,15 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lsp_server.cli.models import EXIT_ERROR, add_models_parser
+
+if TYPE_CHECKING:  # imported where used: `fastcomplete --help` starts without the engine
+    from inference.engine import Engine
+    from lsp_server.completion.plan import CompletionPlan
+    from lsp_server.completion.run import Completion
+    from lsp_server.config.settings import Settings
 
 EXIT_INTERRUPTED = 130
 
@@ -21,26 +28,50 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _complete(args: argparse.Namespace) -> int:
     """One completion through the server's own pipeline, as an editor with FILE open would get."""
-    import contextlib
     import threading
+
+    from lsp_server.completion.plan import Cursor, plan_at
+    from lsp_server.completion.run import run_completion
+    from lsp_server.text.languages import EXTENSIONS
+
+    text = args.file.read_text()
+    language_id = args.language or EXTENSIONS.get(args.file.suffix, "")
+    settings = _complete_settings(args)
+    engine, load_ms = _loaded_engine(cache=not args.no_cache)
+    cursor = Cursor(text, args.line, args.character, language_id, args.file.resolve().as_uri())
+    plan = plan_at(engine, cursor, settings)
+    warm_ms = None if args.cold else _warm(engine, plan)
+    done = run_completion(engine, plan, text, language_id, cancel=threading.Event())
+    out = _completion_report(done, plan, load_ms, warm_ms)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        _print_completion(out, done.syntax_rejected)
+    return 0
+
+
+def _complete_settings(args: argparse.Namespace) -> Settings:
+    from lsp_server.config.settings import Settings
+
+    return Settings(
+        fastMode=not args.standard,
+        maxTokens=args.max_tokens,
+        multiline="never" if args.single_line else Settings.multiline,
+    )
+
+
+def _loaded_engine(cache: bool) -> tuple[Engine, float]:
+    """The engine with both models loaded, and how long loading took (ms)."""
+    import contextlib
     import time
 
     from inference.engine import Engine, EngineConfig
     from inference.errors import ModelLoadError
     from inference.router import FAST, STANDARD
-    from lsp_server.completion.plan import Cursor, plan_at
-    from lsp_server.completion.run import run_completion
-    from lsp_server.config.settings import Settings
-    from lsp_server.text.languages import EXTENSIONS
+    from models.choice import selected_model
 
-    text = args.file.read_text()
-    language_id = args.language or EXTENSIONS.get(args.file.suffix, "")
-    settings = Settings(
-        fastMode=not args.standard,
-        maxTokens=args.max_tokens,
-        multiline="never" if args.single_line else Settings.multiline,
-    )
-    engine = Engine(EngineConfig(cache_dir=None if args.no_cache else EngineConfig().cache_dir))
+    cache_dir = EngineConfig().cache_dir if cache else None
+    engine = Engine(EngineConfig(model_name=selected_model(), cache_dir=cache_dir))
     # Both models loaded first, as the server does after `initialize`: the prompt's budget is in
     # the answering model's tokens, and a syntax retry on the standard model must not wait on a
     # load. A model that cannot load leaves the other to answer, as in the server.
@@ -48,19 +79,38 @@ def _complete(args: argparse.Namespace) -> int:
     for variant in (FAST, STANDARD):
         with contextlib.suppress(ModelLoadError):
             engine.load(variant)
-    load_ms = round((time.perf_counter() - started) * 1000, 1)
-    cursor = Cursor(text, args.line, args.character, language_id, args.file.resolve().as_uri())
-    plan = plan_at(engine, cursor, settings)
-    warm_ms = None
-    if plan.prompt.strip() and not args.cold:
-        # An editor warms the prompt where the cursor rests before the user asks.
-        started = time.perf_counter()
-        engine.warm(plan.serving, plan.prompt, plan.tokens, threading.Event(), plan.config.heal)
-        warm_ms = round((time.perf_counter() - started) * 1000, 1)
-    done = run_completion(engine, plan, text, language_id, cancel=threading.Event())
+    return engine, round((time.perf_counter() - started) * 1000, 1)
+
+
+def _warm(engine: Engine, plan: CompletionPlan) -> float | None:
+    """Warm the prompt, as an editor does where the cursor rests before the user asks; how long
+    it took (ms), None with no prompt."""
+    import threading
+    import time
+
+    if not plan.prompt.strip():
+        return None
+    started = time.perf_counter()
+    engine.warm(plan.serving, plan.prompt, plan.tokens, threading.Event(), plan.config.heal)
+    return round((time.perf_counter() - started) * 1000, 1)
+
+
+def _completion_report(
+    done: Completion, plan: CompletionPlan, load_ms: float, warm_ms: float | None
+) -> dict[str, Any]:
+    """What `complete` tells: the text shown, the model's own, and the timings."""
     result = done.result
     gen = result.generation if result else None
-    timings = {
+    return {
+        "text": done.text,
+        "raw_text": result.text if result else "",
+        "model": result.model_id if result else None,
+        "variant": result.variant if result else None,
+        "finish": result.finish.value if result else "empty_prompt",
+        "cached": bool(result and result.cached),
+        "fallback": bool(result and result.fallback),
+        "single_line": plan.site.single_line,
+        "syntax_rejected": done.syntax_rejected,
         "prompt_tokens": gen.prompt_tokens if gen else None,
         "trimmed_tokens": gen.trimmed_tokens if gen else None,
         "reused_tokens": gen.reused_tokens if gen else None,
@@ -72,36 +122,24 @@ def _complete(args: argparse.Namespace) -> int:
         "total_ms": round(gen.total_s * 1000, 1) if gen else 0.0,
         "deadline_ms": round((plan.config.deadline_s or 0) * 1000),
     }
-    out = {
-        "text": done.text,
-        "raw_text": result.text if result else "",
-        "model": result.model_id if result else None,
-        "variant": result.variant if result else None,
-        "finish": result.finish.value if result else "empty_prompt",
-        "cached": bool(result and result.cached),
-        "fallback": bool(result and result.fallback),
-        "single_line": plan.site.single_line,
-        "syntax_rejected": done.syntax_rejected,
-        **timings,
-    }
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
-    if done.text:
-        print(done.text)
+
+
+def _print_completion(out: dict[str, Any], syntax_rejected: bool) -> None:
+    """The text on stdout (or why there is none), then the figures on stderr."""
+    if out["text"]:
+        print(out["text"])
     else:
-        why = "it would add a syntax error" if done.syntax_rejected else "by post-processing"
+        why = "it would add a syntax error" if syntax_rejected else "by post-processing"
         print(f"(nothing shown: the model wrote {out['raw_text']!r}, removed {why})")
     sys.stdout.flush()  # the text first, then the figures on stderr
     print(
         f"-- {out['model']} ({out['finish']}{', cached' if out['cached'] else ''}"
-        f"{', fallback' if out['fallback'] else ''}): prompt {timings['prompt_tokens']} tokens "
-        f"({timings['reused_tokens']} reused), {timings['new_tokens']} new, "
-        f"warm-up {warm_ms} ms, TTFT {timings['ttft_ms']} ms, TPOT {timings['tpot_ms']} ms, "
-        f"total {timings['total_ms']} ms",
+        f"{', fallback' if out['fallback'] else ''}): prompt {out['prompt_tokens']} tokens "
+        f"({out['reused_tokens']} reused), {out['new_tokens']} new, "
+        f"warm-up {out['warm_ms']} ms, TTFT {out['ttft_ms']} ms, TPOT {out['tpot_ms']} ms, "
+        f"total {out['total_ms']} ms",
         file=sys.stderr,
     )
-    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -129,6 +167,7 @@ def _eval(args: argparse.Namespace) -> int:
         print_report,
         run_eval,
     )
+    from models.choice import selected_model
 
     if args.workspace:
         return _eval_workspace(args)
@@ -138,7 +177,11 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"fastcomplete: error: no source files found under {roots}", file=sys.stderr)
         return EXIT_ERROR
     ablations = ABLATIONS if args.ablations else {"full pipeline": ABLATIONS["full pipeline"]}
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+    engine = Engine(
+        EngineConfig(
+            model_name=selected_model(), cache_dir=None, cache_memory_items=0, kv_store_dir=None
+        )
+    )
     report = run_eval(engine, cases, ablations)
     print_report(report, len(cases))
     if args.json:
@@ -157,6 +200,7 @@ def _eval_workspace(args: argparse.Namespace) -> int:
         workspace_cases,
     )
     from lsp_server.workspace.exclusions import Exclusions
+    from models.choice import selected_model
 
     root = args.workspace.resolve()
     if not root.is_dir():
@@ -172,7 +216,11 @@ def _eval_workspace(args: argparse.Namespace) -> int:
     if args.rows:
         wanted = [w.strip() for w in args.rows.split(",")]
         rows = {k: v for k, v in WORKSPACE_ROWS.items() if any(w in k for w in wanted)}
-    engine = Engine(EngineConfig(cache_dir=None, cache_memory_items=0, kv_store_dir=None))
+    engine = Engine(
+        EngineConfig(
+            model_name=selected_model(), cache_dir=None, cache_memory_items=0, kv_store_dir=None
+        )
+    )
     variants = tuple(args.models.split(","))
     report = run_workspace_eval(
         engine, root, cases, rows, variants, store_dir=fastcomplete_home() / "index"
@@ -187,17 +235,25 @@ def _eval_workspace(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lsp_server.config.settings import Settings
-
     parser = argparse.ArgumentParser(prog="fastcomplete", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-
     add_models_parser(sub)
+    _add_doctor_parser(sub)
+    _add_serve_parser(sub)
+    _add_eval_parser(sub)
+    demo = sub.add_parser("demo", help="an LSP client session against `fastcomplete serve`")
+    demo.set_defaults(func=_demo)
+    _add_complete_parser(sub)
+    return parser
 
+
+def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
     doc = sub.add_parser("doctor", help="what this machine will use and why; what to fix")
     doc.add_argument("--json", action="store_true", help="the checks as JSON (:checkhealth)")
     doc.set_defaults(func=_doctor)
 
+
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     srv = sub.add_parser("serve", help="run the language server (LSP over stdio)")
     srv.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     srv.add_argument(
@@ -212,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.set_defaults(func=_serve)
 
+
+def _add_eval_parser(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("eval", help="line-completion benchmark on a source tree")
     e.add_argument("path", nargs="?", type=Path, help="default: the Python standard library")
     e.add_argument("--language", help="only this language id (python, typescript, go, ...)")
@@ -219,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--ablations", action="store_true", help="also without context/healing/post")
     e.add_argument("--json", type=Path, help="write the figures here too")
+    _add_eval_workspace_options(e)
+    e.set_defaults(func=_eval)
+
+
+def _add_eval_workspace_options(e: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--workspace",
         type=Path,
@@ -239,10 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --workspace: the rows whose names contain one of these (e.g. "
         "'workspace:,without names')",
     )
-    e.set_defaults(func=_eval)
 
-    d = sub.add_parser("demo", help="an LSP client session against `fastcomplete serve`")
-    d.set_defaults(func=_demo)
+
+def _add_complete_parser(sub: argparse._SubParsersAction) -> None:
+    from lsp_server.config.settings import Settings
 
     c = sub.add_parser("complete", help="complete FILE at a position (LSP line/UTF-16 character)")
     c.add_argument("file", type=Path)
@@ -258,7 +321,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--cold", action="store_true", help="no idle warm-up of the prompt first")
     c.add_argument("--no-cache", action="store_true", help="bypass the completion cache")
     c.set_defaults(func=_complete)
-    return parser
 
 
 def _known_errors() -> tuple[type[Exception], ...]:

@@ -15,15 +15,12 @@ EXIT_ERROR = 1
 
 def _fast_choice(path: Path | None) -> dict | None:
     """bench/fast_choice.py's report: its pick and what it measured."""
+    from models.fast_choice import manifest_record
+
     if path is None:
         return None
     try:
-        report = json.loads(path.read_text())
-        return {
-            "bits": int(report["chosen_bits"]),
-            "basis": f"measured: {path.name} ({report.get('device', '?')})",
-            "measured": report["rows"],
-        }
+        return manifest_record(json.loads(path.read_text()), path.name)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SystemExit(
             f"fastcomplete: --fast-choice {path}: not a fast_choice report ({exc})"
@@ -38,6 +35,7 @@ def _models_build(args: argparse.Namespace) -> int:
         missing_build_tools,
         run_in_build_env,
     )
+    from models.source import check_named_source
 
     if args.bits == 16 and not args.cuda:
         print(
@@ -45,6 +43,7 @@ def _models_build(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    check_named_source(args.from_gguf, args.from_hf)  # a file missing is said before tools missing
     missing = missing_build_tools()
     if missing:  # a server installed without the build tools (uv tool, pipx)
         python = installed_build_env()
@@ -134,9 +133,9 @@ def _models_list(args: argparse.Namespace) -> int:
 
 def _models_measure(args: argparse.Namespace) -> int:
     from inference.device import gpu_present
-    from inference.model_choice import Gpu, default_choice, gpu_info, record_p95
     from inference.paths import models_dir, variant_dir
     from inference.tuning import T_FIRST_SUGGESTION_P95_MS
+    from models.choice import Gpu, default_choice, gpu_info, record_p95
     from models.measure import NEW_TOKENS, PROMPT_TOKENS, first_suggestion
 
     gpu = gpu_info() if gpu_present() else None
@@ -185,13 +184,42 @@ def _models_verify(args: argparse.Namespace) -> int:
 
 
 def add_models_parser(sub: argparse._SubParsersAction) -> None:
-    from inference.paths import selected_model
+    from models.choice import selected_model
 
     default = selected_model()  # on a GPU machine this reads the built models: once
     models = sub.add_parser("models", help="build, list and verify models").add_subparsers(
         dest="models_command", required=True
     )
+    _add_build_parser(models, default)
+    _add_list_parser(models)
+    _add_measure_parser(models)
+    _add_verify_parser(models, default)
+
+
+def _add_build_parser(models: argparse._SubParsersAction, default: str) -> None:
     b = models.add_parser("build", help="build the standard (FP32) and fast (INT8) models")
+    _add_build_sources(b, default)
+    b.add_argument("--name", help="model name under $FASTCOMPLETE_HOME/models")
+    b.add_argument("--force", action="store_true", help="rebuild even if a valid build exists")
+    _add_fast_model_options(b)
+    b.add_argument(
+        "--cuda",
+        action="store_true",
+        help="CUDA graphs for a GPU machine (FP16 standard model); built and checked on the CPU "
+        "too, where there is no GPU",
+    )
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+    b.add_argument(
+        "--install-build-env",
+        action="store_true",
+        help="where the build tools are missing (an installed server), install them under "
+        "$FASTCOMPLETE_HOME first (a few GB from PyPI, once)",
+    )
+    b.set_defaults(func=_models_build)
+
+
+def _add_build_sources(b: argparse.ArgumentParser, default: str) -> None:
+    """Where the weights come from: one of these at most."""
     src = b.add_mutually_exclusive_group()
     src.add_argument(
         "--model",
@@ -201,8 +229,10 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--from-gguf", type=Path, metavar="FILE", help="a Llama-family GGUF file")
     src.add_argument("--from-hf", type=Path, metavar="DIR", help="a Hugging Face model folder")
     src.add_argument("--tiny", action="store_true", help="a tiny random model for tests")
-    b.add_argument("--name", help="model name under $FASTCOMPLETE_HOME/models")
-    b.add_argument("--force", action="store_true", help="rebuild even if a valid build exists")
+
+
+def _add_fast_model_options(b: argparse.ArgumentParser) -> None:
+    """How the fast model's weights are quantized."""
     b.add_argument(
         "--block-size",
         type=int,
@@ -225,21 +255,9 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="build the fast model bench/fast_choice.py picked on this GPU (its --json report)",
     )
-    b.add_argument(
-        "--cuda",
-        action="store_true",
-        help="CUDA graphs for a GPU machine (FP16 standard model); built and checked on the CPU "
-        "too, where there is no GPU",
-    )
-    b.add_argument("--quiet", action="store_true", help="no progress bars")
-    b.add_argument(
-        "--install-build-env",
-        action="store_true",
-        help="where the build tools are missing (an installed server), install them under "
-        "$FASTCOMPLETE_HOME first (a few GB from PyPI, once)",
-    )
-    b.set_defaults(func=_models_build)
 
+
+def _add_list_parser(models: argparse._SubParsersAction) -> None:
     lst = models.add_parser("list", help="list built models")
     lst.add_argument("--json", action="store_true", help="the built models as JSON")
     lst.add_argument(
@@ -247,6 +265,8 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
     )
     lst.set_defaults(func=_models_list)
 
+
+def _add_measure_parser(models: argparse._SubParsersAction) -> None:
     mea = models.add_parser(
         "measure", help="time built models' first suggestion on this GPU (picks the GPU default)"
     )
@@ -254,6 +274,8 @@ def add_models_parser(sub: argparse._SubParsersAction) -> None:
     mea.add_argument("--allow-cpu", action="store_true", help="measure on the CPU without a GPU")
     mea.set_defaults(func=_models_measure)
 
+
+def _add_verify_parser(models: argparse._SubParsersAction, default: str) -> None:
     ver = models.add_parser("verify", help="check sha256s and run one forward pass")
     ver.add_argument("name", nargs="?", default=default)
     ver.set_defaults(func=_models_verify)

@@ -11,10 +11,11 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Tree
 
-from inference.engine import Engine, ServingPlan, Tokens
+from inference.engine import Engine
 from inference.generate import GenerationConfig
 from inference.manifest import FimTemplate
 from inference.router import Route, Task
+from inference.serving import ServingPlan, Tokens
 from inference.tuning import NAMES_BONUS_LOGITS
 from lsp_server.completion.postprocess import NEXT_LINE, RULES, Rule, Site
 from lsp_server.config.settings import Settings
@@ -61,9 +62,9 @@ class PipelineOptions:
     syntax_check: bool = True
     header: str = "comment"  # how the prompt names the file: "comment", "filename" or "none"
     suffix_scoring: bool = True  # rank candidates by how likely they make the code after them
-    names: bool = (
-        True  # keep an identifier's first tokens on names that exist (lsp_server.prompting.names)
-    )
+    names: bool = True  # keep an identifier's first tokens on names that exist (prompting.names)
+    index_snippets: bool = True  # the workspace index's windows like the code being written
+    definitions: bool = True  # the definitions of the names the code uses, from the index
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,6 @@ def plan_completion(
     `budget_tokens`: the prompt's budget (default: the contextTokens setting). `candidates`:
     how many distinct items the answer may hold."""
     offset = offset_at(text, line, character)
-    line_prefix = text[:offset].rsplit("\n", 1)[-1]
-    line_suffix = text[offset:].split("\n", 1)[0].removesuffix("\r")
     count = count_tokens or (lambda s: len(s) // CHARS_PER_TOKEN)
     budget = settings.contextTokens if budget_tokens is None else budget_tokens
     if options.context:
@@ -188,46 +187,101 @@ def plan_completion(
         )
         prompt, in_string = ctx.prompt, ctx.in_string_or_comment
     else:
-        lines = text[:offset].split("\n")
-        start = window_start(lines, len(lines) - 1, budget, count, step_lines)
-        prompt, in_string = "\n".join(lines[start:]), False
-    single = is_single_line(line_prefix, line_suffix, settings.multiline) or (
-        in_string and settings.multiline == "auto"
+        prompt, in_string = _prefix_window(text, offset, budget, count, step_lines), False
+    site = _site(text, offset, settings.multiline, in_string)
+    known = options.names and settings.knownNames
+    rests, bonus = _name_hints(
+        site, text, offset, in_string, known, language_id, snippets, repo_names, recent_names
     )
-    inside_word = bool(line_prefix) and (line_prefix[-1].isalnum() or line_prefix[-1] == "_")
-    named = options.names and settings.knownNames
-    word = word_before(line_prefix, line_suffix) if named else ""
-    rests: tuple[str, ...] = ()
-    bonus = NAMES_BONUS_LOGITS
+    config = _generation_config(settings, site, rests, bonus, heal=options.heal)
+    score_suffix = _ranking_suffix(text, offset, options, settings, fim, candidates)
+    return CompletionPlan(
+        prompt, config, site, offset, candidates=candidates, score_suffix=score_suffix
+    )
+
+
+def _ranking_suffix(
+    text: str,
+    offset: int,
+    options: PipelineOptions,
+    settings: Settings,
+    fim: FimTemplate | None,
+    candidates: int,
+) -> str:
+    """The code after the cursor that candidates are ranked by, or "": a FIM prompt already
+    holds it."""
+    ranked = options.suffix_scoring and fim is None and (candidates > 1 or settings.suffixScoring)
+    return scoring_suffix(text, offset) if ranked else ""
+
+
+def _prefix_window(
+    text: str, offset: int, budget: int, count: Callable[[str], int], step_lines: int
+) -> str:
+    """The raw prefix window, without the context builder (the eval's ablation)."""
+    lines = text[:offset].split("\n")
+    start = window_start(lines, len(lines) - 1, budget, count, step_lines)
+    return "\n".join(lines[start:])
+
+
+def _site(text: str, offset: int, multiline: str, in_string: bool) -> Site:
+    """The cursor's line around it, and whether the answer is one line: a string or comment
+    being typed is finished on its line unless the multiline setting says otherwise."""
+    line_prefix = text[:offset].rsplit("\n", 1)[-1]
+    line_suffix = text[offset:].split("\n", 1)[0].removesuffix("\r")
+    single = is_single_line(line_prefix, line_suffix, multiline) or (
+        in_string and multiline == "auto"
+    )
+    return Site(line_prefix, line_suffix, single)
+
+
+def _name_hints(
+    site: Site,
+    text: str,
+    offset: int,
+    in_string: bool,
+    known: bool,
+    language_id: str,
+    snippets: Sequence[Snippet],
+    repo_names: RepoNames | None,
+    recent_names: tuple[str, ...],
+) -> tuple[tuple[str, ...], float]:
+    """The rests of the names the answer's first tokens are kept on, and the bonus they get: the
+    names that finish the word being typed, or where a name starts, those the recent edits
+    brought in. `known`: the knownNames setting and the eval's switch."""
+    word = word_before(site.line_prefix, site.line_suffix) if known else ""
     if word:
-        rests = name_rests(
-            word, text, language_id, snippets, repo_names, typed_at=offset - len(word)
-        )
-    elif named and not in_string and starts_a_name(line_prefix):
-        rests = recent_rests(recent_names, language_id)
-        bonus = RECENT_NAMES_BONUS_LOGITS
+        typed_at = offset - len(word)
+        rests = name_rests(word, text, language_id, snippets, repo_names, typed_at=typed_at)
+        return rests, NAMES_BONUS_LOGITS
+    if known and not in_string and starts_a_name(site.line_prefix):
+        return recent_rests(recent_names, language_id), RECENT_NAMES_BONUS_LOGITS
+    return (), NAMES_BONUS_LOGITS
+
+
+def _may_heal(line_prefix: str) -> bool:
+    """Whether the token before the cursor may be one the model would have written longer: in
+    a word, after a space, or in the indentation."""
+    inside_word = bool(line_prefix) and (line_prefix[-1].isalnum() or line_prefix[-1] == "_")
     after_space = line_prefix.endswith((" ", "\t")) and bool(line_prefix.strip())
     indented = bool(line_prefix) and not line_prefix.strip()
-    config = GenerationConfig(
+    return inside_word or after_space or indented
+
+
+def _generation_config(
+    settings: Settings, site: Site, rests: tuple[str, ...], bonus: float, *, heal: bool
+) -> GenerationConfig:
+    """How the answer is generated: one line or a block, within its deadline."""
+    single = site.single_line
+    return GenerationConfig(
         max_new_tokens=settings.maxTokens,
         stop_at_newline=single,
         stop_strings=() if single else ("\n\n\n",),
         deadline_s=SINGLE_LINE_DEADLINE_S if single else MULTI_LINE_DEADLINE_S,
         draft_tokens=DRAFT_TOKENS,
-        heal=options.heal and (inside_word or after_space or indented),
+        heal=heal and _may_heal(site.line_prefix),
         stop_looping=True,
         name_rests=rests,
         names_first_bonus=bonus,
-    )
-    # A FIM prompt already holds the code after the cursor.
-    ranked = options.suffix_scoring and fim is None and (candidates > 1 or settings.suffixScoring)
-    return CompletionPlan(
-        prompt,
-        config,
-        Site(line_prefix, line_suffix, single),
-        offset,
-        candidates=candidates,
-        score_suffix=scoring_suffix(text, offset) if ranked else "",
     )
 
 
@@ -292,14 +346,32 @@ def plan_for_engine(
         return replace(made, serving=serving, tokens=tokens)
 
     whole = plan(snippets=snippets, above=above)
+    return _short_when_cold(
+        whole,
+        serving,
+        prefill_budget_s,
+        settings.contextTokens,
+        lambda budget: plan(budget_tokens=budget, step_lines=SHORT_STEP_LINES),
+    )
+
+
+def _short_when_cold(
+    whole: CompletionPlan,
+    serving: ServingPlan | None,
+    prefill_budget_s: float | None,
+    context_tokens: int,
+    plan_short: Callable[[int], CompletionPlan],
+) -> CompletionPlan:
+    """`whole`, or where its uncached part would take longer than `prefill_budget_s` to
+    prefill, the plan `plan_short` makes within the tokens that fit, carrying `whole` as
+    `deferred`."""
     if prefill_budget_s is None or serving is None or whole.tokens is None:
         return whole
     estimate_s = serving.prefill_estimate_s(whole.tokens)
     if estimate_s <= prefill_budget_s:
         return whole
     rate = serving.prefill_s_per_token
-    budget = max(SHORT_MIN_TOKENS, min(settings.contextTokens, int(prefill_budget_s / rate)))
-    short = plan(budget_tokens=budget, step_lines=SHORT_STEP_LINES)
+    short = plan_short(max(SHORT_MIN_TOKENS, min(context_tokens, int(prefill_budget_s / rate))))
     if short.tokens is None or 2 * len(short.tokens.ids) > estimate_s / rate:
         return whole  # hardly shorter than what is left to prefill: not worth less context
     return replace(short, deferred=whole)

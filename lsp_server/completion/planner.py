@@ -5,23 +5,26 @@ request path and by idle work alike, so that both plan the same prompt at the sa
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 from tree_sitter import Tree
 
-from lsp_server.completion.plan import CompletionPlan, Cursor, Request, plan_at
+from inference.engine import Engine
+from lsp_server.completion.plan import CompletionPlan, Cursor, PipelineOptions, Request, plan_at
 from lsp_server.completion.run import Completion, complete_at, run_completion
+from lsp_server.config.settings import Settings
 from lsp_server.config.tuning import TREE_MAX_CHARS
-from lsp_server.inline.parts import Parts
 from lsp_server.prompting.context import AboveWindow, cursor_place
 from lsp_server.prompting.names import index_names
+from lsp_server.serving.notices import Notices
+from lsp_server.telemetry.counts import Telemetry
 from lsp_server.text.documents import Snapshot, around_cursor
 from lsp_server.text.positions import offset_at
-from lsp_server.workspace.index import Indexer, WorkspaceIndex
-from lsp_server.workspace.recent_edits import Recent
+from lsp_server.workspace.exclusions import Exclusions
+from lsp_server.workspace.index import WorkspaceIndex
+from lsp_server.workspace.recent_edits import Recent, RecentEdits
 from lsp_server.workspace.snippets import RepoSources, SnippetChooser, budget_chars
-
-LARGE_DOC_CHARS = TREE_MAX_CHARS  # beyond this, completions see the text around the cursor only
 
 
 class View(NamedTuple):
@@ -33,22 +36,55 @@ class View(NamedTuple):
     tree: Tree | None
 
 
+class Models(Protocol):
+    """The engine, once it can serve (lsp_server.serving.ModelLifecycle; the eval's loaded one)."""
+
+    @property
+    def engine(self) -> Engine | None: ...
+
+    @property
+    def serving(self) -> bool: ...
+
+
+class Workspace(Protocol):
+    """The workspace index when there is one, and what must never be read
+    (lsp_server.workspace.index.Indexer; the eval's built index)."""
+
+    @property
+    def index(self) -> WorkspaceIndex | None: ...
+
+    @property
+    def exclusions(self) -> Exclusions: ...
+
+
 class Planner:
-    def __init__(self, parts: Parts, indexer: Indexer) -> None:
-        self._settings = parts.settings
-        self._models = parts.models
-        self._notices = parts.notices
-        self._telemetry = parts.telemetry
-        self._edits = parts.edits
-        self._indexer = indexer
-        self.snippets = SnippetChooser(lambda: budget_chars(parts.settings().contextTokens))
+    def __init__(
+        self,
+        *,
+        settings: Callable[[], Settings],
+        models: Models,
+        workspace: Workspace,
+        edits: RecentEdits,
+        notices: Notices,
+        telemetry: Telemetry,
+        options: PipelineOptions = PipelineOptions(),
+    ) -> None:
+        """`options`: the eval's ablations (the server runs with everything on)."""
+        self._settings = settings
+        self._models = models
+        self._notices = notices
+        self._telemetry = telemetry
+        self._edits = edits
+        self._workspace = workspace
+        self._options = options
+        self.snippets = SnippetChooser(lambda: budget_chars(settings().contextTokens))
         self.above_window = AboveWindow()
 
     def unservable(self, snap: Snapshot) -> str | None:
         """Why no completion can be given in this document now, or None."""
         if not self._settings().enabled_for(snap.language_id):
             return "disabled"
-        if self._indexer.exclusions.excluded(snap.uri):
+        if self._workspace.exclusions.excluded(snap.uri):
             return "excluded"  # a secret (.env, keys) or listed in .fastcompleteignore
         if not self._models.serving:
             return "not_ready"
@@ -69,7 +105,8 @@ class Planner:
 
     def cursor_view(self, snap: Snapshot, line: int, character: int) -> View:
         """What planning sees: the document, or an excerpt of a large one (on the event loop)."""
-        if len(snap.text) <= LARGE_DOC_CHARS:
+        # Beyond the size a tree is kept for, completions see the text around the cursor only.
+        if len(snap.text) <= TREE_MAX_CHARS:
             return View(snap.text, line, character, snap.tree)
         self._telemetry.counts["trimmed_large"] += 1
         self._notices.tell_once(
@@ -79,20 +116,29 @@ class Planner:
         )
         return View(*around_cursor(snap.text, line, character), None)
 
-    def plan(
-        self, snap: Snapshot, view: View, cold_ok: bool = False, candidates: int = 1
-    ) -> CompletionPlan:
-        """Raises PositionError. Runs on a worker thread: context, route and token ids.
-        `cold_ok`: a prompt too cold to prefill in time may be planned short (coldContext).
-        `candidates`: how many distinct items to answer with."""
-        request = self._request(snap, view, cold_ok, candidates)
-        return plan_at(self._models.engine, _cursor(snap, view), self._settings(), request)
+    def plan(self, snap: Snapshot, view: View, *, cold_ok: bool = False) -> CompletionPlan:
+        """The plan at the cursor (on a worker thread): context, route and token ids; see
+        `request` for `cold_ok`. Raises PositionError."""
+        request = self.request(snap, view, cold_ok=cold_ok)
+        return plan_at(
+            self._models.engine, _cursor(snap, view), self._settings(), request, self._options
+        )
 
-    def _request(
-        self, snap: Snapshot, view: View, cold_ok: bool, candidates: int, ahead: bool = False
+    def request(
+        self,
+        snap: Snapshot,
+        view: View,
+        *,
+        cold_ok: bool = False,
+        candidates: int = 1,
+        ahead: bool = False,
     ) -> Request:
+        """What a completion at the cursor is asked with: the repository's snippets, recent
+        edits and names, the window above the cursor, and the request's shape. `cold_ok`: a
+        prompt too cold to prefill in time may be planned short (coldContext); `candidates`: how
+        many distinct items to answer with; `ahead`: a prefetch."""
         settings = self._settings()
-        index = self._indexer.index
+        index = self._workspace.index
         chosen = self.snippets.choose(snap.uri, snap.text, view.line, self._sources(snap))
         recent = Recent()
         if settings.recentEdits:
@@ -113,10 +159,17 @@ class Planner:
 
     def _searched(self) -> WorkspaceIndex | None:
         """The workspace index, when the settings let prompts use it."""
-        return self._indexer.index if self._settings().workspaceIndex else None
+        return self._workspace.index if self._settings().workspaceIndex else None
 
     def _sources(self, snap: Snapshot) -> RepoSources:
-        return RepoSources(snap.others, self._searched(), self._indexer.exclusions)
+        options = self._options
+        return RepoSources(
+            snap.others,
+            self._searched(),
+            self._workspace.exclusions,
+            definitions=options.definitions,
+            index_snippets=options.index_snippets,
+        )
 
     def run(
         self, plan: CompletionPlan, snap: Snapshot, view: View, cancel: threading.Event
@@ -124,7 +177,13 @@ class Planner:
         """Generate, post-process and check `plan` (on a worker thread)."""
         assert self._models.engine is not None
         return run_completion(
-            self._models.engine, plan, view.text, snap.language_id, cancel=cancel, tree=view.tree
+            self._models.engine,
+            plan,
+            view.text,
+            snap.language_id,
+            cancel=cancel,
+            options=self._options,
+            tree=view.tree,
         )
 
     def plan_and_run(
@@ -132,16 +191,23 @@ class Planner:
         snap: Snapshot,
         view: View,
         cancel: threading.Event,
-        cold_ok: bool,
+        *,
+        cold_ok: bool = False,
         ahead: bool = False,
         candidates: int = 1,
     ) -> tuple[CompletionPlan, Completion]:
-        """`ahead`: a prefetch, where the end of a line means the line after it."""
+        """Plan and run at the cursor (on a worker thread); see `request` for the flags (with
+        `ahead`, the end of a line means the line after it)."""
         assert self._models.engine is not None
-        request = self._request(snap, view, cold_ok, candidates, ahead)
+        request = self.request(snap, view, cold_ok=cold_ok, candidates=candidates, ahead=ahead)
         cursor = _cursor(snap, view)
         return complete_at(
-            self._models.engine, cursor, self._settings(), cancel=cancel, request=request
+            self._models.engine,
+            cursor,
+            self._settings(),
+            cancel=cancel,
+            request=request,
+            options=self._options,
         )
 
 

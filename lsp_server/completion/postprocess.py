@@ -264,12 +264,3 @@ def postprocess_report(
 
 def postprocess(text: str, site: Site, rules: tuple[Rule, ...] = RULES) -> str:
     return postprocess_report(text, site, rules, cut_off=False).text
-
-
-def postprocess_why(
-    text: str, site: Site, rules: tuple[Rule, ...] = RULES
-) -> tuple[str, str | None]:
-    """The text to show, and the name of the rule that dropped it when nothing is left (None
-    when there was nothing to drop: the model gave no text, or only whitespace)."""
-    report = postprocess_report(text, site, rules, cut_off=False)
-    return report.text, report.dropped_by

@@ -11,10 +11,11 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Tree
 
-from inference.engine import Engine, EngineResult, ServingPlan
+from inference.engine import Engine, EngineResult
 from inference.generate import Finish
 from inference.router import RoutingError, Task
 from inference.scoring import ScoringCancelled
+from inference.serving import ServingPlan
 from lsp_server.completion.plan import CompletionPlan, Cursor, PipelineOptions, Request, plan_at
 from lsp_server.completion.postprocess import MINIMAL, Processed, Rule, postprocess_report
 from lsp_server.config.settings import Settings

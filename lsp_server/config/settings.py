@@ -1,4 +1,7 @@
-"""The `fastcomplete` settings section: defaults, parsing, and per-key validation.
+"""The `fastcomplete` settings section: each setting's default, type, range and description in one
+place, the fields of `Settings`. From them come the server's per-key validation and the VS Code
+extension's settings (editors/vscode/package.json, `contributes.configuration`), written by
+`python -m lsp_server.config.settings` (tests/test_settings.py fails when it is out of date).
 
 Settings arrive from initializationOptions, workspace/configuration and didChangeConfiguration.
 An invalid value is reported by key and the previous value kept; valid keys still apply.
@@ -6,81 +9,24 @@ An invalid value is reported by key and the previous value kept; valid keys stil
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from inference.manifest import FimTemplate
 from inference.remote import RemoteConfig
+from inference.tuning import KV_CACHE_BYTES, MAX_NEW_TOKENS
 from lsp_server.config.tuning import GATE_MIN_PROBABILITY, RETENTION_CHECKS_S
 
 MULTILINE_MODES = ("auto", "always", "never")
-
-
-@dataclass(frozen=True)
-class Settings:
-    fastMode: bool = True
-    enable: bool = True
-    languages: dict[str, bool] = field(default_factory=dict)  # languageId -> on/off; absent: on
-    # languageId (or "*" for the others) -> where automatic suggestions stay away: "comment",
-    # "string". Explicit requests still answer there.
-    quietIn: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    maxTokens: int = 64
-    multiline: str = "auto"
-    debounceMs: int = 30
-    contextTokens: int = 1536
-    fastModelPath: str | None = None
-    standardModelPath: str | None = None
-    # An OpenAI-compatible server for explain/refactor (read at start-up): url, model,
-    # apiKeyEnv (the NAME of an environment variable), timeoutMs, retries, dailyTokenQuota,
-    # completions (also serve completions when fast mode is off).
-    remote: dict[str, Any] | None = None
-    debug: bool = False  # log prompts and completions (off: the log never holds code)
-    # Answering before the model: a cold prompt answered from the nearest lines while the whole
-    # one is prefilled (coldContext), the rest of a shown suggestion while it is typed
-    # (typeThrough), and the suggestion after a shown one computed in idle time (prefetch).
-    coldContext: bool = True
-    typeThrough: bool = True
-    prefetch: bool = True
-    coldPrefillMs: int = 250  # the prefill a request may spend before it goes short
-    # The rest of the repository in the prompt: snippets like the code at the cursor and the
-    # definitions of names used there, from an index of the workspace (see lsp_server.workspace.index).
-    workspaceIndex: bool = True
-    # Rank automatic completions' candidates by the code after the cursor (an explicit request
-    # always ranks its alternatives); costs two more short generations per request.
-    suffixScoring: bool = False
-    # Keep the identifier at the cursor on names that exist (the file's, the repository's, the
-    # language's) while the model spells it (lsp_server.prompting.names).
-    knownNames: bool = True
-    # A suggestion passed over this many times at one place (shown, then the person asks
-    # elsewhere without typing or accepting it) is held back there until the code around it
-    # changes (0: never held back; lsp_server.inline.rejections).
-    rejectAfterShows: int = 4
-    # Quote the person's most recent edits (other files', or this one's outside the window) in
-    # the prompt (lsp_server.workspace.recent_edits).
-    recentEdits: bool = True
-    # Hold back an automatic suggestion this person is unlikely to take: a small model learned
-    # from their accepts and passes in this workspace gives it less than showGateThreshold
-    # (lsp_server.inline.show_gate; stats' gate counts what it held back).
-    showGate: bool = True
-    showGateThreshold: float = GATE_MIN_PROBABILITY
-    # When to look again at an accepted suggestion, counting how much of it the user kept
-    # (stats' acceptance.retention; local only).
-    retentionChecksS: tuple[int, ...] = RETENTION_CHECKS_S
-    # Memory (read at start-up): the standard model (~0.5 GB) loads on first use (explain,
-    # refactor, fast mode off, a fallback) unless preloaded; each model's KV cache is bounded.
-    preloadStandard: bool = False
-    kvCacheMB: int = 768
-    # The editor offers to build a model that is not built (the VS Code extension does): the
-    # server then says so in its status only, so the person sees one notification, the offer.
-    offersModelBuild: bool = False
-
-    def enabled_for(self, language_id: str) -> bool:
-        return self.enable and self.languages.get(language_id, True)
-
-    def quiet_in(self, language_id: str) -> frozenset[str]:
-        """Where automatic suggestions stay away in this language: "comment", "string"."""
-        return frozenset(self.quietIn.get(language_id, self.quietIn.get("*", ())))
+QUIET_PLACES = ("comment", "string")
+RETENTION_CHECKS_ITEMS = (1, 4)  # how many checks, at least and at most
+RETENTION_CHECK_S = (1, 3600)  # each one's seconds after the accept, at least and at most
 
 
 def _bool(value: Any) -> bool:
@@ -89,7 +35,7 @@ def _bool(value: Any) -> bool:
     raise ValueError("must be true or false")
 
 
-def _int_in(low: int, high: int):
+def _int_in(low: int, high: int) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"must be a whole number from {low} to {high}")
@@ -100,7 +46,7 @@ def _int_in(low: int, high: int):
     return check
 
 
-def _float_in(low: float, high: float):
+def _float_in(low: float, high: float) -> Callable[[Any], float]:
     def check(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"must be a number from {low} to {high}")
@@ -111,10 +57,13 @@ def _float_in(low: float, high: float):
     return check
 
 
-def _multiline(value: Any) -> str:
-    if value not in MULTILINE_MODES:
-        raise ValueError(f"must be one of {', '.join(MULTILINE_MODES)}")
-    return value
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+
+    return check
 
 
 def _languages(value: Any) -> dict[str, bool]:
@@ -123,9 +72,6 @@ def _languages(value: Any) -> dict[str, bool]:
     ):
         raise ValueError('must map language ids to true/false, e.g. {"markdown": false}')
     return dict(value)
-
-
-QUIET_PLACES = ("comment", "string")
 
 
 def _quiet_in(value: Any) -> dict[str, tuple[str, ...]]:
@@ -143,12 +89,17 @@ def _quiet_in(value: Any) -> dict[str, tuple[str, ...]]:
 
 
 def _checks(value: Any) -> tuple[int, ...]:
+    (fewest, most), (low, high) = RETENTION_CHECKS_ITEMS, RETENTION_CHECK_S
     if (
         not isinstance(value, list)
-        or not 1 <= len(value) <= 4
-        or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 3600 for v in value)
+        or not fewest <= len(value) <= most
+        or not all(
+            isinstance(v, int) and not isinstance(v, bool) and low <= v <= high for v in value
+        )
     ):
-        raise ValueError("must be a list of 1 to 4 whole numbers of seconds, 1 to 3600")
+        raise ValueError(
+            f"must be a list of {fewest} to {most} whole numbers of seconds, {low} to {high}"
+        )
     return tuple(sorted(set(value)))
 
 
@@ -200,40 +151,244 @@ def _remote(value: Any) -> dict[str, Any] | None:
     return dict(value)
 
 
-VALIDATORS = {
-    "fastMode": _bool,
-    "enable": _bool,
-    "languages": _languages,
-    "quietIn": _quiet_in,
-    "maxTokens": _int_in(1, 512),
-    "multiline": _multiline,
-    "debounceMs": _int_in(0, 2000),
-    "contextTokens": _int_in(64, 8192),
-    "fastModelPath": _path,
-    "standardModelPath": _path,
-    "remote": _remote,
-    "debug": _bool,
-    "coldContext": _bool,
-    "typeThrough": _bool,
-    "prefetch": _bool,
-    "coldPrefillMs": _int_in(10, 5000),
-    "workspaceIndex": _bool,
-    "suffixScoring": _bool,
-    "knownNames": _bool,
-    "recentEdits": _bool,
-    "showGate": _bool,
-    "showGateThreshold": _float_in(0.0, 1.0),
-    "rejectAfterShows": _int_in(0, 100),
-    "retentionChecksS": _checks,
-    "preloadStandard": _bool,
-    "offersModelBuild": _bool,
-    "kvCacheMB": _int_in(64, 16384),
+@dataclass(frozen=True)
+class Spec:
+    """What one setting accepts: the server checks a value with it, and an editor's settings UI
+    offers the setting from it (the default is the field's own)."""
+
+    check: Callable[[Any], Any]  # the value as sent -> as kept; ValueError says what is wrong
+    schema: dict[str, Any]  # its values' JSON schema, as VS Code's package.json declares them
+    description: str  # for the person who changes it
+    markdown: bool = False  # the description is markdown (VS Code renders its `code`)
+
+
+SPEC = "spec"  # the key of each Settings field's Spec in its metadata
+
+
+def setting(default: Any, spec: Spec) -> Any:
+    """A Settings field of an immutable default: the default and its Spec."""
+    return field(default=default, metadata={SPEC: spec})
+
+
+def switch(default: bool, description: str) -> Any:
+    return setting(default, Spec(_bool, {"type": "boolean"}, description))
+
+
+def whole(default: int, low: int, high: int, description: str) -> Any:
+    schema = {"type": "integer", "minimum": low, "maximum": high}
+    return setting(default, Spec(_int_in(low, high), schema, description))
+
+
+def number(default: float, low: float, high: float, description: str) -> Any:
+    schema = {"type": "number", "minimum": low, "maximum": high}
+    return setting(default, Spec(_float_in(low, high), schema, description))
+
+
+def one_of(default: str, choices: tuple[str, ...], description: str) -> Any:
+    schema = {"type": "string", "enum": list(choices)}
+    return setting(default, Spec(_one_of(choices), schema, description))
+
+
+def folder(description: str) -> Any:
+    return setting(None, Spec(_path, {"type": ["string", "null"]}, description))
+
+
+@dataclass(frozen=True)
+class Settings:
+    fastMode: bool = switch(
+        True, "Complete with the fast INT8 model; off: the full-precision standard model."
+    )
+    enable: bool = switch(True, "Inline completions on or off.")
+    # languageId -> on/off; absent: on
+    languages: dict[str, bool] = field(
+        default_factory=dict,
+        metadata={
+            SPEC: Spec(
+                _languages,
+                {"type": "object", "additionalProperties": {"type": "boolean"}},
+                'Per-language switch, e.g. {"markdown": false}.',
+            )
+        },
+    )
+    # languageId (or "*" for the others) -> where automatic suggestions stay away.
+    quietIn: dict[str, tuple[str, ...]] = field(
+        default_factory=dict,
+        metadata={
+            SPEC: Spec(
+                _quiet_in,
+                {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": list(QUIET_PLACES)},
+                        "uniqueItems": True,
+                    },
+                },
+                "Where automatic suggestions stay away, per language id or `*` for the "
+                'others: `comment` and/or `string`, e.g. `{"*": ["comment"], "markdown": []}`. '
+                "Asking for a suggestion (Invoke) still answers there.",
+                markdown=True,
+            )
+        },
+    )
+    maxTokens: int = whole(MAX_NEW_TOKENS, 1, 512, "Most tokens one completion may have.")
+    multiline: str = one_of(
+        "auto",
+        MULTILINE_MODES,
+        "auto: the rest of the line mid-line, a block after a block opener.",
+    )
+    debounceMs: int = whole(30, 0, 2000, "Server-side wait before a completion starts.")
+    contextTokens: int = whole(1536, 64, 8192, "Prompt budget in tokens.")
+    fastModelPath: str | None = folder(
+        "The fast model's folder; default: the one `fastcomplete models build` made."
+    )
+    standardModelPath: str | None = folder(
+        "The standard model's folder; default: the one `fastcomplete models build` made."
+    )
+    # Read at start-up; its keys are REMOTE_KEYS, turned into an inference RemoteConfig by
+    # remote_config().
+    remote: dict[str, Any] | None = field(
+        default=None,
+        metadata={
+            SPEC: Spec(
+                _remote,
+                {"type": ["object", "null"]},
+                "An OpenAI-compatible server for explain/refactor (read at start-up): `url`, "
+                "`model`, `apiKeyEnv` (the NAME of an environment variable holding the key), "
+                "`timeoutMs`, `retries`, `dailyTokenQuota`, `completions` (also serve completions "
+                "when fast mode is off), `fim`. Nothing leaves the machine without it.",
+                markdown=True,
+            )
+        },
+    )
+    # Off, the log never holds code.
+    debug: bool = switch(False, "Log each completion's decisions to the server's output channel.")
+    # Answering before the model (lsp_server.inline): a cold prompt from the nearest lines, the
+    # rest of a shown suggestion while it is typed, the next suggestion in idle time.
+    coldContext: bool = switch(
+        True, "Answer a cold prompt from the nearest lines while the whole one is prefilled."
+    )
+    typeThrough: bool = switch(
+        True, "Keep showing the rest of a suggestion while it is typed, without a model run."
+    )
+    prefetch: bool = switch(True, "Compute the suggestion after a shown one in idle time.")
+    coldPrefillMs: int = whole(
+        250,
+        10,
+        5000,
+        "The prefill a request may spend before it is answered from the nearest lines "
+        "(coldContext).",
+    )
+    # See lsp_server.workspace.index.
+    workspaceIndex: bool = switch(
+        True, "Index the workspace for snippets and definitions in the prompt."
+    )
+    # An explicit request always ranks its alternatives.
+    suffixScoring: bool = switch(
+        False,
+        "Rank automatic completions' candidates by the code after the cursor (two more short "
+        "generations per request).",
+    )
+    # See lsp_server.prompting.names.
+    knownNames: bool = switch(
+        True,
+        "Where the cursor ends an identifier, keep the suggestion's name on names that exist in "
+        "the file, the workspace and the language.",
+    )
+    # See lsp_server.inline.rejections.
+    rejectAfterShows: int = whole(
+        4,
+        0,
+        100,
+        "A suggestion passed over this many times at one place (shown, then you work elsewhere "
+        "without taking it) is held back there until the code around it changes (0: never).",
+    )
+    # See lsp_server.workspace.recent_edits.
+    recentEdits: bool = switch(
+        True,
+        "Quote your most recent edits (in other files, or far from the cursor) in the prompt, "
+        "and nudge a suggestion toward the names they brought in.",
+    )
+    # See lsp_server.inline.show_gate; stats' gate counts what it held back.
+    showGate: bool = switch(
+        True,
+        "Hold back automatic suggestions you are unlikely to take, judged by a small model "
+        "learned on this machine from what you took and passed over in this workspace.",
+    )
+    showGateThreshold: float = number(
+        GATE_MIN_PROBABILITY,
+        0.0,
+        1.0,
+        "The show gate holds back a suggestion it gives less than this chance of being taken "
+        "(0: shows everything, still learning).",
+    )
+    retentionChecksS: tuple[int, ...] = setting(
+        RETENTION_CHECKS_S,
+        Spec(
+            _checks,
+            {
+                "type": "array",
+                "items": {
+                    "type": "integer",
+                    "minimum": RETENTION_CHECK_S[0],
+                    "maximum": RETENTION_CHECK_S[1],
+                },
+                "minItems": RETENTION_CHECKS_ITEMS[0],
+                "maxItems": RETENTION_CHECKS_ITEMS[1],
+            },
+            "Seconds after an accept at which the server measures how much of the accepted text "
+            "is still in the file (Show Stats: acceptance.retention). Counted locally; nothing "
+            "leaves the machine.",
+        ),
+    )
+    # Memory: the standard model (~0.5 GB) loads on first use (explain, refactor, fast mode
+    # off, a fallback) unless preloaded.
+    preloadStandard: bool = switch(
+        False,
+        "Load the standard model at start-up instead of on first use (read at start-up).",
+    )
+    kvCacheMB: int = whole(
+        KV_CACHE_BYTES >> 20,
+        64,
+        16384,
+        "Each model's KV cache budget in MB (read at start-up).",
+    )
+    # The editor offers to build a model that is not built (the VS Code extension does): the
+    # server then says so in its status only, so the person sees one notification, the offer.
+    offersModelBuild: bool = switch(
+        False, "The editor offers to build a missing model itself (the server only reports it)."
+    )
+
+    def enabled_for(self, language_id: str) -> bool:
+        return self.enable and self.languages.get(language_id, True)
+
+    def quiet_in(self, language_id: str) -> frozenset[str]:
+        """Where automatic suggestions stay away in this language: "comment", "string"."""
+        return frozenset(self.quietIn.get(language_id, self.quietIn.get("*", ())))
+
+
+def specs() -> dict[str, Spec]:
+    return {f.name: f.metadata[SPEC] for f in dataclasses.fields(Settings)}
+
+
+def default(key: str) -> Any:
+    """A setting's default, as Settings() has it."""
+    return getattr(Settings(), key)
+
+
+VALIDATORS = {key: spec.check for key, spec in specs().items()}
+
+
+# Settings of the editor's `fastcomplete` section that the VS Code extension itself uses: VS Code
+# sends the whole section, and they are no concern of the server's.
+CLIENT_SETTINGS: dict[str, dict[str, Any]] = {
+    "serverPath": {
+        "type": "string",
+        "default": "fastcomplete",
+        "description": "The fastcomplete executable (a path, or a name on PATH).",
+    },
 }
-
-
-# Keys of the editor's `fastcomplete` section that the client itself uses: VS Code sends the
-# whole section, and they are no concern of the server's.
-CLIENT_KEYS = frozenset({"serverPath"})
+CLIENT_KEYS = frozenset(CLIENT_SETTINGS)
 # What a client says about itself in initializationOptions, not a setting a person changes.
 CAPABILITY_KEYS = frozenset({"offersModelBuild"})
 
@@ -266,13 +421,74 @@ def merge(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
 def remote_config(raw: dict[str, Any] | None) -> RemoteConfig | None:
     if not raw:
         return None
-    return RemoteConfig(
-        url=raw["url"],
-        model=raw["model"],
-        api_key_env=raw.get("apiKeyEnv"),
-        timeout_s=raw.get("timeoutMs", 20_000) / 1000,
-        retries=raw.get("retries", 2),
-        daily_token_quota=raw.get("dailyTokenQuota", 200_000),
-        completions=raw.get("completions", False),
-        fim=FimTemplate(**raw["fim"]) if raw.get("fim") else None,
+    # Only what the settings give: RemoteConfig holds the defaults of the rest.
+    given: dict[str, Any] = {}
+    if "apiKeyEnv" in raw:
+        given["api_key_env"] = raw["apiKeyEnv"]
+    if "timeoutMs" in raw:
+        given["timeout_s"] = raw["timeoutMs"] / 1000
+    if "retries" in raw:
+        given["retries"] = raw["retries"]
+    if "dailyTokenQuota" in raw:
+        given["daily_token_quota"] = raw["dailyTokenQuota"]
+    if "completions" in raw:
+        given["completions"] = raw["completions"]
+    if raw.get("fim"):
+        given["fim"] = FimTemplate(**raw["fim"])
+    return RemoteConfig(url=raw["url"], model=raw["model"], **given)
+
+
+def _json(value: Any) -> Any:
+    """A default as JSON has it (a tuple is a list)."""
+    return json.loads(json.dumps(value))
+
+
+def vscode_properties() -> dict[str, Any]:
+    """`contributes.configuration.properties` of the VS Code extension's package.json."""
+    properties = {f"fastcomplete.{key}": value for key, value in CLIENT_SETTINGS.items()}
+    for key, spec in specs().items():
+        if key in CAPABILITY_KEYS:
+            continue
+        told = "markdownDescription" if spec.markdown else "description"
+        properties[f"fastcomplete.{key}"] = {
+            **spec.schema,
+            "default": _json(default(key)),
+            told: spec.description,
+        }
+    return properties
+
+
+def vscode_package(text: str) -> str:
+    """The text of a package.json with its settings from here, the rest as it was."""
+    package = json.loads(text)
+    package["contributes"]["configuration"]["properties"] = vscode_properties()
+    return json.dumps(package, indent=2, ensure_ascii=False) + "\n"
+
+
+VSCODE_PACKAGE = Path(__file__).resolve().parents[2] / "editors" / "vscode" / "package.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m lsp_server.config.settings",
+        description="Write the settings, their defaults and ranges into the VS Code extension's "
+        "package.json (contributes.configuration).",
     )
+    parser.add_argument("package", nargs="?", type=Path, default=VSCODE_PACKAGE)
+    parser.add_argument("--check", action="store_true", help="exit 1 if it is out of date")
+    args = parser.parse_args(argv)
+    text = args.package.read_text()
+    wanted = vscode_package(text)
+    if wanted == text:
+        print(f"{args.package}: up to date")
+        return 0
+    if args.check:
+        print(f"{args.package}: out of date; run {parser.prog}", file=sys.stderr)
+        return 1
+    args.package.write_text(wanted)
+    print(f"{args.package}: written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,19 +6,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from inference.errors import ModelLoadError
 from inference.router import RoutingError
 from lsp_server.completion.plan import CompletionPlan
 from lsp_server.completion.planner import Planner
+from lsp_server.config.settings import Settings
 from lsp_server.config.tuning import T_SETTLE_S
-from lsp_server.inline.answers import Answer
-from lsp_server.inline.memory import Remembered
-from lsp_server.inline.parts import Parts
+from lsp_server.inline.answers import Answer, Origin
+from lsp_server.inline.memory import Remembered, SuggestionMemory
 from lsp_server.inline.prefill import Aim, BackgroundPrefill, opened_at
-from lsp_server.serving.scheduler import LatestWins
-from lsp_server.text.documents import Snapshot, with_insertion
+from lsp_server.serving.model_lifecycle import ModelLifecycle
+from lsp_server.serving.scheduler import Gate, LatestWins
+from lsp_server.telemetry.counts import Spawn, Telemetry
+from lsp_server.text.documents import Documents, Snapshot, with_insertion
 from lsp_server.text.positions import PositionError, offset_at, position_at
 
 log = logging.getLogger(__name__)
@@ -48,13 +51,25 @@ class Ahead:
 
 
 class IdleWork:
-    def __init__(self, parts: Parts, planner: Planner) -> None:
-        self._settings = parts.settings
-        self._documents = parts.documents
-        self._models = parts.models
-        self._memory = parts.memory
-        self._gate = parts.gate
-        self._telemetry = parts.telemetry
+    def __init__(
+        self,
+        *,
+        settings: Callable[[], Settings],
+        documents: Documents,
+        models: ModelLifecycle,
+        planner: Planner,
+        memory: SuggestionMemory,
+        gate: Gate,
+        telemetry: Telemetry,
+        spawn: Spawn,
+    ) -> None:
+        self._settings = settings
+        self._documents = documents
+        self._models = models
+        self._memory = memory
+        self._gate = gate
+        self._telemetry = telemetry
+        self._spawn = spawn
         self._planner = planner
         self.prefill = BackgroundPrefill(self._plan_whole, self._prefill)
         self.prefetches = LatestWins()
@@ -131,6 +146,10 @@ class IdleWork:
         await pending.done.wait()
         return True
 
+    def prefetch_after(self, snap: Snapshot, shown: Answer) -> None:
+        """Compute the suggestion after `shown` in the background (see `prefetch`)."""
+        self._spawn(self.prefetch(snap, shown))
+
     async def prefetch(self, snap: Snapshot, shown: Answer) -> None:
         """The suggestion after `shown`, as if it were accepted, computed in idle time and
         remembered after it: accepting then shows the next one without a model run."""
@@ -147,11 +166,11 @@ class IdleWork:
             line, character = position_at(ahead.text, end)
             view = self._planner.cursor_view(ahead, line, character)
             _, done = await self._models.run(
-                self._planner.plan_and_run, ahead, view, ticket.cancel, False, True
+                self._planner.plan_and_run, ahead, view, ticket.cancel, ahead=True
             )
             if done.text and not ticket.cancel.is_set():
                 item = Remembered(
-                    ahead.text[:end], ahead.text[end:], done.text, "prefetch", done.result
+                    ahead.text[:end], ahead.text[end:], done.text, Origin.PREFETCHED, done.result
                 )
                 self._memory.remember(snap.uri, item)
                 self._telemetry.counts["prefetched"] += 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lsp_server.config.tuning import REMEMBERED_DOCUMENTS, REMEMBERED_PER_DOCUMENT_ITEMS
+from lsp_server.inline.answers import Origin
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Remembered:
     before: str  # the document before the anchor
     after: str  # the document after the anchor
     text: str  # the suggestion
-    origin: str  # "shown" or "prefetch"
+    origin: Origin  # what made it: a model answer shown, or a prefetch
     result: Any  # the EngineResult that produced it (its model is what accepting credits)
 
     @property
@@ -37,6 +38,13 @@ class Match:
     @property
     def rest(self) -> str:
         return self.item.text[self.typed :]
+
+    @property
+    def origin(self) -> Origin:
+        """What showing the rest again is: typing through it, or asking again where it was."""
+        if self.typed:
+            return Origin.TYPED_THROUGH
+        return Origin.PREFETCHED if self.item.origin is Origin.PREFETCHED else Origin.SHOWN_AGAIN
 
 
 def typed_through(item: Remembered, text: str, offset: int) -> Match | None:

@@ -260,24 +260,8 @@ class BackgroundPrefill:
                 target, planned = aim, None
             cancel = self._cancel = threading.Event()
             self._working = True
-            timed = self._readiness
             try:
-                if planned is None:
-                    started = time.perf_counter()
-                    plan = await self._plan(aim)
-                    if timed is not None:
-                        timed.plans += 1
-                        timed.plan_s += time.perf_counter() - started
-                else:
-                    plan = planned[1]
-                self._planned = (target, plan) if plan is not None else None
-                if plan is not None and not cancel.is_set():
-                    started = time.perf_counter()
-                    await self._warm(plan, cancel)
-                    self.prefills += 1
-                    if timed is not None:
-                        timed.runs += 1
-                        timed.warm_s += time.perf_counter() - started
+                plan = await self._plan_and_warm(aim, target, planned, cancel)
             except asyncio.CancelledError:
                 cancel.set()  # the server is closing: the worker thread stops at its next chunk
                 raise
@@ -298,6 +282,34 @@ class BackgroundPrefill:
                 if plan is not None:
                     self._record_ready()
             self._poke()
+
+    async def _plan_and_warm(
+        self,
+        aim: Aim,
+        target: Aim,
+        planned: tuple[Aim, CompletionPlan] | None,
+        cancel: threading.Event,
+    ) -> CompletionPlan | None:
+        """Plan `aim` (unless `planned` holds the plan of `target`, being finished first) and
+        prefill it until done or cancelled; the plan, or None when there is nothing to prefill."""
+        timed = self._readiness
+        if planned is None:
+            started = time.perf_counter()
+            plan = await self._plan(aim)
+            if timed is not None:
+                timed.plans += 1
+                timed.plan_s += time.perf_counter() - started
+        else:
+            plan = planned[1]
+        self._planned = (target, plan) if plan is not None else None
+        if plan is not None and not cancel.is_set():
+            started = time.perf_counter()
+            await self._warm(plan, cancel)
+            self.prefills += 1
+            if timed is not None:
+                timed.runs += 1
+                timed.warm_s += time.perf_counter() - started
+        return plan
 
     def _record_ready(self) -> None:
         timed, self._readiness = self._readiness, None

@@ -107,6 +107,16 @@ def features(
     )
 
 
+def rest_logprobs(logprobs: tuple[float, ...], typed: int, rest_chars: int) -> tuple[float, ...]:
+    """The log-probabilities of the tokens of what is left to show: for a rest being typed
+    through, the tokens after the `typed` characters (placed by characters: the text's tokens
+    are not at hand here)."""
+    if not typed or not logprobs:
+        return logprobs
+    whole = typed + rest_chars
+    return logprobs[min(len(logprobs) - 1, len(logprobs) * typed // whole) :]
+
+
 def outcome(put: Put, text: str) -> bool | None:
     """Whether the person took `put` (True), passed it over (False), or may still be typing it
     (None), judged from the document's `text` now."""
@@ -161,7 +171,8 @@ class ShowGate:
         self._refits: list[threading.Thread] = []
         self._fits = 0  # refits started; the weights are from the newest one that finished
         self._fitted = 0
-        self._write_lock = threading.Lock()  # one writer of the file at a time
+        # One writer of the file at a time; taken before self._lock, never inside it.
+        self._write_lock = threading.Lock()
 
     def use(self, path: Path) -> None:
         """Keep this workspace's labels and weights in `path` (read now, when it exists)."""
@@ -170,6 +181,7 @@ class ShowGate:
             self.weights = seed_weights()
             self._samples.clear()
             self.counts = dict.fromkeys(COUNTS, 0)
+            self._fitted = self._fits  # a refit under way is of the last workspace's labels
             self._load(path)
 
     def probability(self, x: tuple[float, ...]) -> float:
@@ -239,8 +251,8 @@ class ShowGate:
         ys = np.array([y for _, y in samples], dtype=np.float64)
         weights = fit(xs, ys, seed_weights(), GATE_PRIOR_WEIGHT)
         with self._lock:
-            if number < self._fitted:
-                return  # a newer refit (on more labels) finished first
+            if number <= self._fitted:
+                return  # a newer refit (on more labels) finished first, or another workspace's
             self._fitted, self.weights = number, weights
         self.save()
 
@@ -258,18 +270,22 @@ class ShowGate:
             return list(self._samples)
 
     def save(self) -> None:
-        with self._lock:
-            path = self.path
-            data = {
-                "version": FORMAT_VERSION,
-                "features": FEATURES,
-                "weights": [round(float(w), 6) for w in self.weights],
-                "samples": [[*(round(v, 4) for v in x), y] for x, y in self._samples],
-                "counts": dict(self.counts),
-            }
-        if path is None:
-            return
+        """Write the gate as it is now. The file's lock is held from reading the gate to writing
+        it, so the files land in the order they were read and the last one written holds the
+        newest weights (an older refit's save, read and then overtaken by a newer one's before
+        writing, used to leave the older weights on disk)."""
         with self._write_lock:
+            with self._lock:
+                path = self.path
+                data = {
+                    "version": FORMAT_VERSION,
+                    "features": FEATURES,
+                    "weights": [round(float(w), 6) for w in self.weights],
+                    "samples": [[*(round(v, 4) for v in x), y] for x, y in self._samples],
+                    "counts": dict(self.counts),
+                }
+            if path is None:
+                return
             try:
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 tmp = path.with_suffix(".tmp")

@@ -163,53 +163,94 @@ def build_context(
     FIM prompt (at most FIM_SUFFIX_TOKENS; each key before it computes it again)."""
     lines = text[:offset].split("\n")
     cursor_line = len(lines) - 1  # from the text itself: lone CRs would shift an LSP line number
-    marker = comment_marker(language_id)
-    repo_level = fim is not None and fim.file_sep is not None
-    if repo_level:
-        fixed = _repo_files(fim, repo, snippets, path)
-    else:
-        fixed = _commented_files(marker, snippets, path, header)
+    fixed = _files_part(fim, repo, snippets, path, comment_marker(language_id), header)
     if tree is None:
         tree = parse(language_id, text)
     cursor_byte = len(text[:offset].encode("utf-8"))
     budget = budget_tokens - count_tokens(fixed)
     suffix = ""
     if fim is not None:
-        most = FIM_SUFFIX_TOKENS if suffix_tokens is None else min(suffix_tokens, FIM_SUFFIX_TOKENS)
-        suffix = fim_suffix(text[offset:], min(most, max(0, budget // 4)), count_tokens)
+        suffix = _suffix_part(text[offset:], suffix_tokens, budget, count_tokens)
         budget -= count_tokens(suffix)
     start = window_start(lines, cursor_line, budget, count_tokens, step_lines)
     window_offset = sum(len(r) + 1 for r in lines[:start])
     outside = ""
     if tree is not None and start > 0:
-        above_text = text[:window_offset]
-
-        def compute() -> tuple[list[str], list[str]]:
-            # Only on a miss: encoding the whole document is not a per-keystroke cost.
-            window_byte = len(above_text.encode("utf-8"))
-            return _outside_window(tree, text.encode("utf-8"), window_byte)
-
-        imports, headers = above.get(language_id, above_text, compute) if above else compute()
-        outside = "".join(f"{s}\n" for s in [*imports, *headers])
-        if not outside or count_tokens(outside) >= budget // 4:
-            outside = ""
-    window = text[window_offset:offset]
-    if len(window) > budget * MAX_CHARS_PER_TOKEN:
-        # One enormous line (minified code, data): the budget counts whole lines, so cut inside it.
-        window = window[-budget * MAX_CHARS_PER_TOKEN :]
-    line_prefix = lines[-1]
+        outside = _outside_part(tree, text, window_offset, language_id, above, budget, count_tokens)
+    window = _cut_long_line(text[window_offset:offset], budget)
     in_string = (
-        tree is not None and cursor_place(tree.root_node, cursor_byte, line_prefix) is not None
+        tree is not None and cursor_place(tree.root_node, cursor_byte, lines[-1]) is not None
     )
-    if repo_level:
-        body, after = plain_text(outside + window, fim), plain_text(suffix, fim)
-        prompt = fixed + fim_order(fim, body, after)
-    elif fim is not None:
-        body = plain_text(fixed + outside + window, fim)
-        prompt = fim_order(fim, body, plain_text(suffix, fim))
-    else:
-        prompt = fixed + outside + window
-    return Context(prompt, start, in_string)
+    return Context(_arranged(fim, fixed, outside, window, suffix), start, in_string)
+
+
+def _files_part(
+    fim: FimTemplate | None,
+    repo: str,
+    snippets: Sequence[Snippet],
+    path: str,
+    marker: str | None,
+    header: str,
+) -> str:
+    """What comes first, before the file's own code: the other files' snippets and the file's
+    path, in the repository-level format where the FIM template has one."""
+    if fim is not None and fim.file_sep is not None:
+        return _repo_files(fim, repo, snippets, path)
+    return _commented_files(marker, snippets, path, header)
+
+
+def _suffix_part(
+    after: str, suffix_tokens: int | None, budget: int, count_tokens: Callable[[str], int]
+) -> str:
+    """The code after the cursor a FIM prompt holds: at most `suffix_tokens` (capped at
+    FIM_SUFFIX_TOKENS) and a quarter of what the budget has left."""
+    most = FIM_SUFFIX_TOKENS if suffix_tokens is None else min(suffix_tokens, FIM_SUFFIX_TOKENS)
+    return fim_suffix(after, min(most, max(0, budget // 4)), count_tokens)
+
+
+def _outside_part(
+    tree: Tree,
+    text: str,
+    window_offset: int,
+    language_id: str,
+    above: AboveWindow | None,
+    budget: int,
+    count_tokens: Callable[[str], int],
+) -> str:
+    """The imports and open definitions above the window, one a line; "" when they would take
+    a quarter of the budget or more."""
+    above_text = text[:window_offset]
+
+    def compute() -> tuple[list[str], list[str]]:
+        # Only on a miss: encoding the whole document is not a per-keystroke cost.
+        window_byte = len(above_text.encode("utf-8"))
+        return _outside_window(tree, text.encode("utf-8"), window_byte)
+
+    imports, headers = above.get(language_id, above_text, compute) if above else compute()
+    outside = "".join(f"{s}\n" for s in [*imports, *headers])
+    if not outside or count_tokens(outside) >= budget // 4:
+        return ""
+    return outside
+
+
+def _cut_long_line(window: str, budget: int) -> str:
+    """The window, cut inside one enormous line (minified code, data): the budget counts whole
+    lines, so such a line could hold far more than the budget."""
+    if len(window) > budget * MAX_CHARS_PER_TOKEN:
+        return window[-budget * MAX_CHARS_PER_TOKEN :]
+    return window
+
+
+def _arranged(fim: FimTemplate | None, fixed: str, outside: str, window: str, suffix: str) -> str:
+    """The prompt's parts in the model's order. A repository-level template keeps the files
+    outside its FIM part; another FIM template takes them as the start of the code before the
+    cursor."""
+    if fim is None:
+        return fixed + outside + window
+    after = plain_text(suffix, fim)
+    if fim.file_sep is not None:
+        return fixed + fim_order(fim, plain_text(outside + window, fim), after)
+    return fim_order(fim, plain_text(fixed + outside + window, fim), after)
 
 
 def _commented_files(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ def accepted_command(
         arguments=[
             {
                 "uri": uri,
-                "model": answer.result.model_id,
+                "model": answer.model_id,
                 "chars": len(text),
                 "line": start.line,
                 "character": start.character,
@@ -122,182 +123,213 @@ def create_server(engine_config: EngineConfig | None = None) -> Server:
     return server
 
 
-def register(server: Server) -> None:
-    @server.feature(types.INITIALIZE)
-    def initialize(ls: Server, params: types.InitializeParams) -> None:
-        ls.service.apply_settings(params.initialization_options)
-        if params.client_info is not None:
-            ls.client_name = params.client_info.name
-        _remember_settings(ls)
-        ls.workspace_root = workspace_root(params)
-        ls.service.use_workspace(ls.workspace_root)
+def initialize(ls: Server, params: types.InitializeParams) -> None:
+    ls.service.apply_settings(params.initialization_options)
+    if params.client_info is not None:
+        ls.client_name = params.client_info.name
+    _remember_settings(ls)
+    ls.workspace_root = workspace_root(params)
+    ls.service.use_workspace(ls.workspace_root)
 
-    @server.feature(types.INITIALIZED)
-    async def initialized(ls: Server, params: types.InitializedParams) -> None:
-        workspace = ls.client_capabilities.workspace
-        if workspace and workspace.configuration:
-            try:
-                await _pull_settings(ls)
-            except Exception as exc:
-                log.warning("workspace/configuration failed: %s", exc)
-        observer = ls.exporter.observe if ls.exporter is not None else None
 
-        async def load() -> None:  # in the background: a client slow to grant progress waits alone
-            progress = await ls.progress("load", "fastcomplete: loading models")
-            await ls.service.load_models(progress, observer)
-
-        ls.service.spawn(load())
-        if ls.workspace_root is not None and ls.service.settings.workspaceIndex:
-            ls.service.spawn(_start_index(ls, ls.workspace_root))
-
-    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: Server, params: types.DidSaveTextDocumentParams) -> None:
-        ls.service.indexer.saved(params.text_document.uri)
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def did_change_watched_files(ls: Server, params: types.DidChangeWatchedFilesParams) -> None:
-        ls.service.indexer.changed(change.uri for change in params.changes)
-
-    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def did_change_configuration(
-        ls: Server, params: types.DidChangeConfigurationParams
-    ) -> None:
-        if params.settings is not None and params.settings != {}:
-            ls.service.apply_settings(params.settings)
-        else:
+async def initialized(ls: Server, params: types.InitializedParams) -> None:
+    workspace = ls.client_capabilities.workspace
+    if workspace and workspace.configuration:
+        try:
             await _pull_settings(ls)
-        _remember_settings(ls)
+        except Exception as exc:
+            log.warning("workspace/configuration failed: %s", exc)
+    observer = ls.exporter.observe if ls.exporter is not None else None
 
-    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: Server, params: types.DidOpenTextDocumentParams) -> None:
-        doc = params.text_document
-        ls.service.open(doc.uri, doc.text, doc.version, doc.language_id or "")
+    async def load() -> None:  # in the background: a client slow to grant progress waits alone
+        progress = await ls.progress("load", "fastcomplete: loading models")
+        await ls.service.load_models(progress, observer)
 
-    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: Server, params: types.DidChangeTextDocumentParams) -> None:
-        doc = params.text_document
-        ls.service.change(doc.uri, doc.version, params.content_changes)
+    ls.service.spawn(load())
+    if ls.workspace_root is not None and ls.service.settings.workspaceIndex:
+        ls.service.spawn(_start_index(ls, ls.workspace_root))
 
-    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: Server, params: types.DidCloseTextDocumentParams) -> None:
-        ls.service.close(params.text_document.uri)
 
-    @server.feature(DID_FOCUS)
-    def did_focus(ls: Server, params: Any) -> None:
-        try:
-            uri, line, character = focus_params(plain(params))
-        except BadRequest as exc:  # a notification has no response to carry the error
-            log.warning("ignored: %s", exc)
-            ls.tell_once(f"fastcomplete ignored a malformed {DID_FOCUS} notification")
-            return
-        ls.service.focus(uri, line, character)
+def did_save(ls: Server, params: types.DidSaveTextDocumentParams) -> None:
+    ls.service.indexer.saved(params.text_document.uri)
 
-    @server.feature(DID_PARTIALLY_ACCEPT)
-    def did_partially_accept(ls: Server, params: Any) -> None:
-        raw = plain(params)
-        try:
-            length, kind = int(raw["acceptedLength"]), str(raw.get("kind", "word"))
-        except (KeyError, TypeError, ValueError):  # a notification has no response to carry it
-            log.warning("ignored a malformed %s notification", DID_PARTIALLY_ACCEPT)
-            ls.tell_once(f"fastcomplete ignored a malformed {DID_PARTIALLY_ACCEPT} notification")
-            return
-        position, doc = raw.get("position"), raw.get("textDocument")
-        position = position if isinstance(position, dict) else {}
-        uri = doc.get("uri") if isinstance(doc, dict) else None
-        ls.service.partially_accepted(
-            kind, length, uri, position.get("line"), position.get("character"), raw.get("text")
+
+def did_change_watched_files(ls: Server, params: types.DidChangeWatchedFilesParams) -> None:
+    ls.service.indexer.changed(change.uri for change in params.changes)
+
+
+async def did_change_configuration(ls: Server, params: types.DidChangeConfigurationParams) -> None:
+    if params.settings is not None and params.settings != {}:
+        ls.service.apply_settings(params.settings)
+    else:
+        await _pull_settings(ls)
+    _remember_settings(ls)
+
+
+def did_open(ls: Server, params: types.DidOpenTextDocumentParams) -> None:
+    doc = params.text_document
+    ls.service.open(doc.uri, doc.text, doc.version, doc.language_id or "")
+
+
+def did_change(ls: Server, params: types.DidChangeTextDocumentParams) -> None:
+    doc = params.text_document
+    ls.service.change(doc.uri, doc.version, params.content_changes)
+
+
+def did_close(ls: Server, params: types.DidCloseTextDocumentParams) -> None:
+    ls.service.close(params.text_document.uri)
+
+
+def did_focus(ls: Server, params: Any) -> None:
+    try:
+        uri, line, character = focus_params(plain(params))
+    except BadRequest as exc:  # a notification has no response to carry the error
+        log.warning("ignored: %s", exc)
+        ls.tell_once(f"fastcomplete ignored a malformed {DID_FOCUS} notification")
+        return
+    ls.service.focus(uri, line, character)
+
+
+def did_partially_accept(ls: Server, params: Any) -> None:
+    raw = plain(params)
+    try:
+        length, kind = int(raw["acceptedLength"]), str(raw.get("kind", "word"))
+    except (KeyError, TypeError, ValueError):  # a notification has no response to carry it
+        log.warning("ignored a malformed %s notification", DID_PARTIALLY_ACCEPT)
+        ls.tell_once(f"fastcomplete ignored a malformed {DID_PARTIALLY_ACCEPT} notification")
+        return
+    position, doc = raw.get("position"), raw.get("textDocument")
+    position = position if isinstance(position, dict) else {}
+    uri = doc.get("uri") if isinstance(doc, dict) else None
+    ls.service.partially_accepted(
+        kind, length, uri, position.get("line"), position.get("character"), raw.get("text")
+    )
+
+
+async def inline_completion(
+    ls: Server, params: types.InlineCompletionParams
+) -> types.InlineCompletionList:
+    uri, pos = params.text_document.uri, params.position
+    invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+    selected = selected_item(params)
+    answer = await ls.service.complete(uri, pos.line, pos.character, invoked, selected)
+    items = inline_items(uri, answer, params.context.selected_completion_info) if answer else []
+    return types.InlineCompletionList(items=items)
+
+
+async def completion(ls: Server, params: types.CompletionParams) -> types.CompletionList:
+    """For clients without inline completion: one item carrying the whole completion."""
+    doc_caps = ls.client_capabilities.text_document
+    if doc_caps is not None and doc_caps.inline_completion is not None:
+        return types.CompletionList(is_incomplete=False, items=[])
+    uri, pos = params.text_document.uri, params.position
+    answer = await ls.service.complete(uri, pos.line, pos.character)
+    if answer is None:
+        return types.CompletionList(is_incomplete=True, items=[])
+    anchor = types.Position(answer.line, answer.character)
+    item = types.CompletionItem(
+        label=answer.text.split("\n", 1)[0].strip()[:60] or answer.text.strip()[:60],
+        kind=types.CompletionItemKind.Snippet,
+        detail=f"fastcomplete ({answer.variant})",
+        insert_text_format=types.InsertTextFormat.PlainText,
+        text_edit=types.TextEdit(range=types.Range(anchor, anchor), new_text=answer.text),
+        command=accepted_command(uri, answer, answer.text),
+        sort_text="0",
+    )
+    return types.CompletionList(is_incomplete=True, items=[item])
+
+
+def code_action(ls: Server, params: types.CodeActionParams) -> list[types.CodeAction]:
+    rng = params.range
+    if rng.start == rng.end:
+        return []
+    arg = {"uri": params.text_document.uri, "range": range_json(rng.start, rng.end)}
+    command = types.Command("Rewrite with fastcomplete", CMD_REFACTOR, arguments=[arg])
+    return [
+        types.CodeAction(
+            title="Rewrite with fastcomplete (standard model)",
+            kind=types.CodeActionKind.RefactorRewrite,
+            command=command,
         )
+    ]
 
-    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
-    async def inline_completion(
-        ls: Server, params: types.InlineCompletionParams
-    ) -> types.InlineCompletionList:
-        uri, pos = params.text_document.uri, params.position
-        invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-        selected = selected_item(params)
-        answer = await ls.service.complete(uri, pos.line, pos.character, invoked, selected)
-        items = inline_items(uri, answer, params.context.selected_completion_info) if answer else []
-        return types.InlineCompletionList(items=items)
 
-    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
-    async def completion(ls: Server, params: types.CompletionParams) -> types.CompletionList:
-        """For clients without inline completion: one item carrying the whole completion."""
-        doc_caps = ls.client_capabilities.text_document
-        if doc_caps is not None and doc_caps.inline_completion is not None:
-            return types.CompletionList(is_incomplete=False, items=[])
-        uri, pos = params.text_document.uri, params.position
-        answer = await ls.service.complete(uri, pos.line, pos.character)
-        if answer is None:
-            return types.CompletionList(is_incomplete=True, items=[])
-        anchor = types.Position(answer.line, answer.character)
-        item = types.CompletionItem(
-            label=answer.text.split("\n", 1)[0].strip()[:60] or answer.text.strip()[:60],
-            kind=types.CompletionItemKind.Snippet,
-            detail=f"fastcomplete ({answer.result.variant})",
-            insert_text_format=types.InsertTextFormat.PlainText,
-            text_edit=types.TextEdit(range=types.Range(anchor, anchor), new_text=answer.text),
-            command=accepted_command(uri, answer, answer.text),
-            sort_text="0",
+async def explain(ls: Server, *args: Any) -> dict[str, Any]:
+    sel = ls.service.chat.selection(list(args))
+    async with ls.streamed("explain", "fastcomplete: explaining") as (on_text, cancel):
+        return await ls.service.chat.explain(sel, on_text, cancel)
+
+
+async def refactor(ls: Server, *args: Any) -> dict[str, Any]:
+    sel = ls.service.chat.selection(list(args))
+    async with ls.streamed("refactor", "fastcomplete: rewriting") as (on_text, cancel):
+        rewrite = await ls.service.chat.rewrite(sel, on_text, cancel)
+    if rewrite.text is None:
+        return {"applied": False, "reason": rewrite.reason, "model": rewrite.model}
+    start, end = (types.Position(*position_at(sel.snapshot.text, o)) for o in sel.span)
+    edit = types.TextEdit(range=types.Range(start, end), new_text=rewrite.text)
+    response = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(
+            edit=types.WorkspaceEdit(changes={sel.snapshot.uri: [edit]}),
+            label="fastcomplete rewrite",
         )
-        return types.CompletionList(is_incomplete=True, items=[item])
+    )
+    ls.service.telemetry.counts["refactors_applied"] += bool(response.applied)
+    return {"applied": bool(response.applied), "model": rewrite.model}
 
-    @server.feature(
+
+def toggle(ls: Server, *args: Any) -> dict[str, bool]:
+    return ls.service.toggle_fast_mode()
+
+
+def stats(ls: Server, *args: Any) -> dict[str, Any]:
+    return ls.service.stats()
+
+
+def debug_document(ls: Server, *args: Any) -> dict[str, Any]:
+    return ls.service.debug_document(args)
+
+
+def accepted(ls: Server, *args: Any) -> None:
+    ls.service.accepted(args)
+
+
+# (method, options or None, handler): options make pygls advertise a capability.
+FEATURES: tuple[tuple[str, Any, Callable[..., Any]], ...] = (
+    (types.INITIALIZE, None, initialize),
+    (types.INITIALIZED, None, initialized),
+    (types.TEXT_DOCUMENT_DID_SAVE, None, did_save),
+    (types.WORKSPACE_DID_CHANGE_WATCHED_FILES, None, did_change_watched_files),
+    (types.WORKSPACE_DID_CHANGE_CONFIGURATION, None, did_change_configuration),
+    (types.TEXT_DOCUMENT_DID_OPEN, None, did_open),
+    (types.TEXT_DOCUMENT_DID_CHANGE, None, did_change),
+    (types.TEXT_DOCUMENT_DID_CLOSE, None, did_close),
+    (DID_FOCUS, None, did_focus),
+    (DID_PARTIALLY_ACCEPT, None, did_partially_accept),
+    (types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions(), inline_completion),
+    (types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False), completion),
+    (
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.RefactorRewrite]),
-    )
-    def code_action(ls: Server, params: types.CodeActionParams) -> list[types.CodeAction]:
-        rng = params.range
-        if rng.start == rng.end:
-            return []
-        arg = {"uri": params.text_document.uri, "range": range_json(rng.start, rng.end)}
-        command = types.Command("Rewrite with fastcomplete", CMD_REFACTOR, arguments=[arg])
-        return [
-            types.CodeAction(
-                title="Rewrite with fastcomplete (standard model)",
-                kind=types.CodeActionKind.RefactorRewrite,
-                command=command,
-            )
-        ]
+        code_action,
+    ),
+)
+COMMANDS: dict[str, Callable[..., Any]] = {
+    CMD_EXPLAIN: explain,
+    CMD_REFACTOR: refactor,
+    CMD_TOGGLE: toggle,
+    CMD_STATS: stats,
+    CMD_DEBUG_DOCUMENT: debug_document,
+    CMD_ACCEPTED: accepted,
+}
 
-    @server.command(CMD_EXPLAIN)
-    async def explain(ls: Server, *args: Any) -> dict[str, Any]:
-        sel = ls.service.chat.selection(list(args))
-        async with ls.streamed("explain", "fastcomplete: explaining") as (on_text, cancel):
-            return await ls.service.chat.explain(sel, on_text, cancel)
 
-    @server.command(CMD_REFACTOR)
-    async def refactor(ls: Server, *args: Any) -> dict[str, Any]:
-        sel = ls.service.chat.selection(list(args))
-        async with ls.streamed("refactor", "fastcomplete: rewriting") as (on_text, cancel):
-            rewrite = await ls.service.chat.rewrite(sel, on_text, cancel)
-        if rewrite.text is None:
-            return {"applied": False, "reason": rewrite.reason, "model": rewrite.model}
-        start, end = (types.Position(*position_at(sel.snapshot.text, o)) for o in sel.span)
-        edit = types.TextEdit(range=types.Range(start, end), new_text=rewrite.text)
-        response = await ls.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(
-                edit=types.WorkspaceEdit(changes={sel.snapshot.uri: [edit]}),
-                label="fastcomplete rewrite",
-            )
-        )
-        ls.service.telemetry.counts["refactors_applied"] += bool(response.applied)
-        return {"applied": bool(response.applied), "model": rewrite.model}
-
-    @server.command(CMD_TOGGLE)
-    def toggle(ls: Server, *args: Any) -> dict[str, bool]:
-        return ls.service.toggle_fast_mode()
-
-    @server.command(CMD_STATS)
-    def stats(ls: Server, *args: Any) -> dict[str, Any]:
-        return ls.service.stats()
-
-    @server.command(CMD_DEBUG_DOCUMENT)
-    def debug_document(ls: Server, *args: Any) -> dict[str, Any]:
-        return ls.service.debug_document(args)
-
-    @server.command(CMD_ACCEPTED)
-    def accepted(ls: Server, *args: Any) -> None:
-        ls.service.accepted(args)
+def register(server: Server) -> None:
+    """Every LSP feature and command of the server, each a plain handler above."""
+    for method, options, handler in FEATURES:
+        server.feature(method, options)(handler)
+    for command, handler in COMMANDS.items():
+        server.command(command)(handler)
 
 
 def workspace_root(params: types.InitializeParams) -> Path | None:

@@ -19,6 +19,7 @@ from inference.kv_cache import PoolConfig
 from inference.router import FAST, STANDARD
 from lsp_server.config.settings import Settings, remote_config
 from lsp_server.serving.notices import Notices
+from models.choice import selected_model
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ def engine_for(settings: Settings, config: EngineConfig | None = None) -> Engine
     fast, standard = settings.fastModelPath, settings.standardModelPath
     return Engine(
         EngineConfig(
+            # The machine's default is asked for (a device probe) only when a folder is not set.
+            model_name=None if fast and standard else selected_model(),
             fast_dir=Path(fast).expanduser() if fast else None,
             standard_dir=Path(standard).expanduser() if standard else None,
             remote=remote_config(settings.remote),

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from inference.paths import default_model as default_model_name
+from models.choice import default_model as default_model_name
 
 
 def test_demo_shows_model_latency_then_the_remembered_answer_on_every_run(

@@ -1,6 +1,6 @@
 """Which model a machine serves by default.
 
-On a CPU: the catalogue's CPU default (inference/paths.py), chosen by keystrokes saved. With a GPU
+On a CPU: the catalogue's CPU default (DEFAULT_MODEL), chosen by keystrokes saved. With a GPU
 the choice is made here, at run time: the best model whose weights fit the GPU's memory and
 whose first suggestion, measured on this GPU (`fastcomplete models measure`), has a p95 within
 T_FIRST_SUGGESTION_P95_MS. "Best" orders code models (fill-in-the-middle) above others, then
@@ -9,6 +9,9 @@ larger above smaller: the order the held-out eval's exact match gave every pair 
 figures). A model not yet measured on this GPU is chosen only up to the largest size whose speed
 was measured on a GPU (UNMEASURED_MAX_PARAMS_M), so a laptop's 8 GB gets a model that fits and a
 new card does not start on a 7B it has never timed.
+
+The engine (inference/) is told which model to load and never asks for a default: its callers (the
+server's engine factory, the command line, the benchmarks) ask here.
 """
 
 from __future__ import annotations
@@ -16,18 +19,28 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.paths import DEFAULT_MODEL, GPU_DEFAULT_MODEL, fastcomplete_home
+from inference import device
+from inference.manifest import ManifestError, read_manifest
+from inference.paths import ensure_private_dir, fastcomplete_home, models_dir
 from inference.tuning import (
     GPU_MEMORY_OVERHEAD_BYTES,
     GPU_MEMORY_SHARE,
     T_FIRST_SUGGESTION_P95_MS,
     UNMEASURED_MAX_PARAMS_M,
 )
+from models.catalogue import CATALOGUE
+from models.fast_choice import FAST_BITS
+
+# The default catalogue model, chosen by measurement (docs/choosing-the-default.md): on a CPU
+# the one that saves the most keystrokes; with a GPU, the best by exact match.
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+GPU_DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 
 log = logging.getLogger(__name__)
 MEASURED_FILE = "first_suggestion.json"  # under $FASTCOMPLETE_HOME/measured
@@ -125,8 +138,6 @@ def measured_p95(gpu: Gpu) -> dict[str, float]:
 
 
 def record_p95(gpu: Gpu, model: str, p95_ms: float) -> None:
-    from inference.paths import ensure_private_dir
-
     path = measured_path()
     ensure_private_dir(path.parent)
     try:
@@ -140,11 +151,6 @@ def record_p95(gpu: Gpu, model: str, p95_ms: float) -> None:
 def candidates(kv_bytes: int) -> list[Candidate]:
     """The catalogue's models, and models built from a file the person named (their size read
     from the build), each with the memory it needs on a GPU."""
-    from inference.manifest import ManifestError, read_manifest
-    from inference.paths import models_dir
-    from inference.tuning import FAST_BITS
-    from models.catalogue import CATALOGUE
-
     found = {
         e.name: Candidate(
             e.name, e.fim, e.params_m, serving_bytes(e.params_m, FAST_BITS["cuda"], kv_bytes)
@@ -172,15 +178,26 @@ def default_choice() -> Choice:
     """This machine's default model and why: the CPU default without a GPU ONNX Runtime can use
     (onnxruntime-gpu and an NVIDIA device); else the choice for this GPU (GPU_DEFAULT_MODEL where
     nvidia-smi cannot describe it, DEFAULT_MODEL where nothing fits it)."""
-    from inference.device import cuda_runtime_installed, gpu_present
-    from inference.kv_cache import PoolConfig
-
-    if not (gpu_present() and cuda_runtime_installed()):
+    if not (device.gpu_present() and device.cuda_runtime_installed()):
         return Choice(DEFAULT_MODEL, "the CPU default: it saved the most keystrokes on a CPU")
     gpu = gpu_info()
     if gpu is None:
         return Choice(GPU_DEFAULT_MODEL, "nvidia-smi did not describe the GPU: the fixed default")
+    # kv_cache imports onnxruntime: only a machine with a GPU pays for it here.
+    from inference.kv_cache import PoolConfig
+
     kv_bytes = PoolConfig().budget_bytes
     choice = choose_gpu_model(candidates(kv_bytes), gpu, measured_p95(gpu), DEFAULT_MODEL)
     log.info("default model %s: %s", choice.model, choice.reason)
     return choice
+
+
+def default_model() -> str:
+    """This machine's default model (default_choice says how it is chosen)."""
+    return default_choice().model
+
+
+def selected_model() -> str:
+    """The built model the server, the demo and the benchmarks use: FASTCOMPLETE_MODEL, else
+    the default for this machine."""
+    return os.environ.get("FASTCOMPLETE_MODEL") or default_model()
