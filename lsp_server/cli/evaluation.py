@@ -203,8 +203,9 @@ def evaluate(
 ) -> Scores:
     scores = Scores()
     settings = dataclasses.replace(settings, fastMode=fast_mode)
-    planner = eval_planner(engine, settings, LoadedWorkspace(None, Exclusions(None)), options)
+    workspace = LoadedWorkspace(None, Exclusions(None))
     for case in cases:
+        planner = eval_planner(engine, settings, workspace, options)  # a file just opened
         snap, view = opened(planner, case)
         started = time.perf_counter()
         plan, done = planner.plan_and_run(snap, view, threading.Event())
@@ -384,17 +385,15 @@ def run_workspace_eval(
     known: dict[str, set[str]] = {}  # by language: the repository's names and the language's
     for variant in variants:
         engine.load(variant)
-    planners = {
-        (name, variant): eval_planner(engine, row_settings(row, variant), workspace, row.options())
-        for name, row in rows.items()
-        for variant in variants
-    }
-    scores = {key: Scores() for key in planners}
+    scores = {(name, v): Scores() for name in rows for v in variants}
     for case in cases:
         if case.language not in known:
             known[case.language] = repo_known | language_names(case.language)
-        for key, planner in planners.items():
-            _score_case(engine, planner, case, scores[key], known[case.language])
+        for (name, variant), row_scores in scores.items():
+            row = rows[name]
+            # A planner per case: each case is a file just opened, nothing chosen for it yet.
+            planner = eval_planner(engine, row_settings(row, variant), workspace, row.options())
+            _score_case(engine, planner, case, row_scores, known[case.language])
     return {name: {v: scores[name, v].summary() for v in variants} for name in rows}
 
 
