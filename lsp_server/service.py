@@ -24,6 +24,7 @@ from lsp_server.chat.tasks import ChatTasks
 from lsp_server.completion.planner import Planner
 from lsp_server.config.settings import Settings, merge
 from lsp_server.errors import BadRequest
+from lsp_server.inline.flights import Flights
 from lsp_server.inline.idle_work import IdleWork
 from lsp_server.inline.memory import SuggestionMemory
 from lsp_server.inline.policy import InlinePolicy
@@ -31,6 +32,7 @@ from lsp_server.inline.prefill import Aim
 from lsp_server.inline.rejections import Rejections
 from lsp_server.inline.show_gate import ShowGate, gate_file
 from lsp_server.inline.showing import Showing
+from lsp_server.inline.sources.in_flight import InFlight
 from lsp_server.inline.sources.model import ModelOnPrompt
 from lsp_server.inline.sources.model_runs import ModelRuns
 from lsp_server.inline.sources.remembered import RememberedHere
@@ -108,13 +110,15 @@ class CompletionService:
     def _inline_policy(self, current: Callable[[], Settings], gate: Gate) -> InlinePolicy:
         """The inline policy and its chain of answer sources."""
         latest = LatestWins()  # per document, the newest request
-        runs = ModelRuns(self.models, self.documents, self.idle.prefill, gate)
+        flights = Flights()  # per document, the model's answer being written
+        runs = ModelRuns(self.models, self.documents, self.idle.prefill, gate, flights)
         prefill = self.idle.prefill
         # Where an inline answer comes from, tried top to bottom (lsp_server/inline/sources/).
         chain = (
             TypedThrough(),
             RememberedHere(),
-            Settled(current, self.documents, self.planner, latest, self.idle.prefetches),
+            InFlight(flights, runs),
+            Settled(current, self.documents, self.planner, latest, self.idle.prefetches, flights),
             ModelOnPrompt(runs, self.planner, prefill),
             WholeAfterShort(runs, self.planner, prefill),
         )
@@ -129,6 +133,7 @@ class CompletionService:
             memory=self.memory,
             idle=self.idle,
             latest=latest,
+            flights=flights,
             telemetry=self.telemetry,
             after_routing_error=lambda: self.spawn(self.models.ensure_loaded(STANDARD)),
         )

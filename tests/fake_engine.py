@@ -165,8 +165,8 @@ class FakeEngine(Engine):
                 finish = Finish.CANCELLED
                 break
             text += ch
-            if on_text:
-                on_text(text)
+            if on_text and len(text) > len(config.constraint):
+                on_text(text[len(config.constraint) :])  # as the decode loop: after the constraint
         text = text.removeprefix(config.constraint)
         res = GenerationResult(
             text=text,

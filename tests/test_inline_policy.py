@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from lsprotocol import types
 
+from lsp_server.config.tuning import T_ADOPT_GRACE_MS
 from lsp_server.errors import BadRequest
 from lsp_server.inline.show_gate import FEATURES
 from lsp_server.service import CompletionService
@@ -412,3 +413,56 @@ async def test_a_new_answer_source_is_one_class_and_one_line_as_the_architecture
     other = "def f():\n    return b"
     svc.open("file:///w/other.py", other, 1, "python")
     assert (await svc.complete("file:///w/other.py", 1, 12)).text == " + b"  # passed: the model
+
+
+async def _writing(engine: FakeEngine, svc: CompletionService) -> asyncio.Future:
+    """An automatic request at END whose answer the model is still writing."""
+    pending = asyncio.ensure_future(svc.complete(URI, *END))
+    while not engine.calls:
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)  # a few characters written
+    return pending
+
+
+async def test_typing_what_the_model_is_writing_takes_its_answer_over() -> None:
+    """The editor cancels the older request as it sends the next key's; the newer one waits for
+    the answer being written instead of starting again, and shows its rest."""
+    engine = FakeEngine(lambda variant, prompt: " * a + b * b", s_per_token=0.02)
+    svc = make_service(engine)
+    await ready(svc)
+    first = await _writing(engine, svc)
+    type_text(svc, 2, *END, " ")  # what the model is writing
+    first.cancel()
+    answer = await svc.complete(URI, END[0], END[1] + 1)
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert answer is not None and answer.text == "* a + b * b"
+    assert len(engine.calls) == 1 and svc.stats()["server"]["in_flight_hits"] == 1
+    assert svc.stats()["models"]["fake/fast"]["cancels"] == 0
+    type_text(svc, 3, END[0], END[1] + 1, "*")  # and its rest is remembered for type-through
+    assert (await svc.complete(URI, END[0], END[1] + 2)).text == " a + b * b"
+    assert len(engine.calls) == 1
+
+
+async def test_typing_something_else_stops_the_answer_being_written() -> None:
+    engine = FakeEngine(lambda variant, prompt: " * a + b * b", s_per_token=0.02)
+    svc = make_service(engine)
+    await ready(svc)
+    first = await _writing(engine, svc)
+    type_text(svc, 2, *END, ";")
+    first.cancel()
+    await svc.complete(URI, END[0], END[1] + 1)
+    assert len(engine.calls) == 2 and "in_flight_hits" not in svc.stats()["server"]
+    assert svc.stats()["models"]["fake/fast"]["cancels"] == 1
+
+
+async def test_a_cancelled_request_nobody_takes_over_stops_after_the_grace() -> None:
+    engine = FakeEngine(lambda variant, prompt: "x" * 60, s_per_token=0.02)
+    svc = make_service(engine)
+    await ready(svc)
+    first = await _writing(engine, svc)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.sleep(T_ADOPT_GRACE_MS / 1000 + 0.1)  # the grace, then the next token
+    assert svc.stats()["models"]["fake/fast"]["cancels"] == 1

@@ -195,9 +195,11 @@ class Planner:
         cold_ok: bool = False,
         ahead: bool = False,
         candidates: int = 1,
+        on_text: Callable[[str], None] | None = None,
     ) -> tuple[CompletionPlan, Completion]:
         """Plan and run at the cursor (on a worker thread); see `request` for the flags (with
-        `ahead`, the end of a line means the line after it)."""
+        `ahead`, the end of a line means the line after it). `on_text`: the model's raw text so
+        far."""
         assert self._models.engine is not None
         request = self.request(snap, view, cold_ok=cold_ok, candidates=candidates, ahead=ahead)
         cursor = _cursor(snap, view)
@@ -208,6 +210,7 @@ class Planner:
             cancel=cancel,
             request=request,
             options=self._options,
+            on_text=on_text,
         )
 
 

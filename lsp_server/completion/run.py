@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tree_sitter import Tree
@@ -65,11 +66,13 @@ def run_completion(
     cancel: threading.Event,
     options: PipelineOptions = PipelineOptions(),
     tree: Tree | None = None,
+    on_text: Callable[[str], None] | None = None,
 ) -> Completion:
     """Generate, post-process and check one completion (on a worker thread); with more
-    candidates planned, also the alternatives, ranked by the code after the cursor."""
+    candidates planned, also the alternatives, ranked by the code after the cursor.
+    `on_text`: the first completion's raw text so far, as the model writes it."""
     started = time.perf_counter()
-    first = _first_completion(engine, plan, text, language_id, cancel, options, tree)
+    first = _first_completion(engine, plan, text, language_id, cancel, options, tree, on_text)
     wanted = max(plan.candidates, SCORED_CANDIDATE_ITEMS if plan.score_suffix else 1)
     if wanted <= 1 or first.result is None or first.result.finish is Finish.CANCELLED:
         return replace(first, alternatives=(first.text,) if first.text else ())
@@ -130,6 +133,7 @@ def _first_completion(
     cancel: threading.Event,
     options: PipelineOptions,
     tree: Tree | None,
+    on_text: Callable[[str], None] | None = None,
 ) -> Completion:
     started = time.perf_counter()
     if not plan.prompt.strip():
@@ -138,7 +142,13 @@ def _first_completion(
     rules = plan.rules if options.postprocess else MINIMAL
     route = plan.route or engine.route(Task.COMPLETION)
     result = engine.generate(
-        Task.COMPLETION, plan.prompt, plan.config, route=route, tokens=plan.tokens, cancel=cancel
+        Task.COMPLETION,
+        plan.prompt,
+        plan.config,
+        route=route,
+        tokens=plan.tokens,
+        cancel=cancel,
+        on_text=on_text,
     )
     processed = _processed(result, plan, rules)
     shown, trimmed = processed.text, tuple(t for t in processed.trimmed_by if t in NOTABLE_TRIMS)
@@ -194,9 +204,18 @@ def complete_at(
     cancel: threading.Event,
     request: Request = Request(),
     options: PipelineOptions = PipelineOptions(),
+    on_text: Callable[[str], None] | None = None,
 ) -> tuple[CompletionPlan, Completion]:
     """The completion at `at` (on a worker thread), with the plan it ran. Raises PositionError."""
     plan = plan_at(engine, at, settings, request, options)
-    return plan, run_completion(
-        engine, plan, at.text, at.language_id, cancel=cancel, options=options, tree=at.tree
+    done = run_completion(
+        engine,
+        plan,
+        at.text,
+        at.language_id,
+        cancel=cancel,
+        options=options,
+        tree=at.tree,
+        on_text=on_text,
     )
+    return plan, done

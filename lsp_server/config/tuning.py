@@ -34,6 +34,10 @@ MAX_ALTERNATIVE_ITEMS = 3  # items an explicit request shows
 # A short prompt's answer that post-processing rejected waits this long for the whole prompt's
 # prefill to finish, then answers from it (a pause at a line's end gets it; a key cancels it).
 T_WHOLE_WAIT_S = 3.0
+# A model run whose request the editor cancelled (it does so as it sends the next key's) is
+# stopped this long after, unless the next request took it over (lsp_server/inline/flights.py):
+# the next request follows the cancel within a few milliseconds.
+T_ADOPT_GRACE_MS = 50.0
 REMEMBERED_PER_DOCUMENT_ITEMS = 4
 REMEMBERED_DOCUMENTS = 8
 # A place, for the suggestions held back after being passed over (rejectAfterShows): the code this

@@ -19,6 +19,8 @@ class Origin(Enum):
     TYPED_THROUGH = "type_through"  # the rest of a shown suggestion the person is typing
     SHOWN_AGAIN = "shown_again"  # a suggestion shown at exactly this place, asked for again
     PREFETCHED = "prefetch"  # computed ahead, as if the shown one were accepted
+    IN_FLIGHT = "in_flight"  # an earlier key's answer, still being written, that agrees with
+    # what was typed since: its rest
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from inference.router import RoutingError
 from lsp_server.config.settings import Settings
 from lsp_server.errors import BadRequest
 from lsp_server.inline.answers import Answer, Origin, Selected
+from lsp_server.inline.flights import Flights
 from lsp_server.inline.idle_work import IdleWork
 from lsp_server.inline.memory import Match, SuggestionMemory
 from lsp_server.inline.prefill import Aim
@@ -38,6 +39,7 @@ class InlinePolicy:
         memory: SuggestionMemory,
         idle: IdleWork,
         latest: LatestWins,
+        flights: Flights,
         telemetry: Telemetry,
         after_routing_error: Callable[[], None],
     ) -> None:
@@ -48,6 +50,7 @@ class InlinePolicy:
         self._memory = memory
         self._idle = idle
         self._latest = latest
+        self._flights = flights
         self._telemetry = telemetry
         self._after_routing_error = after_routing_error  # load the fallback for the next one
 
@@ -76,7 +79,9 @@ class InlinePolicy:
             counts["bad_position"] += 1
             raise BadRequest(f"{uri}: {exc}") from exc
         except asyncio.CancelledError:
-            if attempt.ticket is not None:
+            if attempt.flight is not None:
+                self._flights.abandon(attempt.flight)  # unless the next key's request takes it
+            elif attempt.ticket is not None:
                 attempt.ticket.cancel.set()  # the worker thread stops at its next forward pass
             self._showing.nothing(ask, NoAnswer("cancelled"))
             raise
@@ -115,6 +120,7 @@ class InlinePolicy:
     def cancel(self, key: str) -> None:
         """The document closed: its request in flight ends."""
         self._latest.cancel(key)
+        self._flights.cancel(key)
 
     # -- the request, resolved ------------------------------------------------------------------
 

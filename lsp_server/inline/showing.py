@@ -24,6 +24,7 @@ SHOWN_COUNTS = {
     Origin.TYPED_THROUGH: "type_through",
     Origin.PREFETCHED: "prefetch_hits",
     Origin.SHOWN_AGAIN: "shown_again",
+    Origin.IN_FLIGHT: "in_flight_hits",
 }
 
 

@@ -17,6 +17,7 @@ from lsp_server.completion.plan import CompletionPlan
 from lsp_server.completion.planner import View
 from lsp_server.completion.run import Completion
 from lsp_server.inline.answers import Origin
+from lsp_server.inline.flights import Flight
 from lsp_server.inline.memory import Match
 from lsp_server.inline.prefill import Aim
 from lsp_server.serving.scheduler import Ticket
@@ -60,6 +61,7 @@ class Attempt:
     view: View | None = None  # what planning sees of it
     plan: CompletionPlan | None = None  # the plan the model ran
     done: Completion | None = None  # the model's last run
+    flight: Flight | None = None  # its run in flight, which a newer request may take over
     counts: Counter = field(default_factory=Counter)  # noted by sources, added to the stats
 
 

@@ -24,7 +24,8 @@ class ModelOnPrompt:
         """Raises PositionError, RoutingError."""
         ask, ticket = attempt.ask, attempt.ticket
         assert ticket is not None
-        plan, done = await self._runs.run(
+        plan, done = await self._runs.fly(
+            attempt,
             self._planner.plan_and_run,
             attempt.snap,
             attempt.view,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from lsp_server.completion.planner import Planner
 from lsp_server.config.settings import Settings
+from lsp_server.inline.flights import Flights
 from lsp_server.inline.sources.base import Attempt, NoAnswer
 from lsp_server.serving.scheduler import LatestWins
 from lsp_server.text.documents import Documents, snapshot_of, with_insertion
@@ -22,17 +23,20 @@ class Settled:
         planner: Planner,
         latest: LatestWins,
         prefetches: LatestWins,
+        flights: Flights,
     ) -> None:
         self._settings = settings
         self._documents = documents
         self._planner = planner
         self._latest = latest
         self._prefetches = prefetches
+        self._flights = flights
 
     async def attempt(self, attempt: Attempt) -> NoAnswer | None:
         """Raises PositionError."""
         ask = attempt.ask
         self._prefetches.cancel(ask.doc.uri)
+        self._flights.cancel(ask.doc.uri)  # a run this request did not take over
         ticket = attempt.ticket = self._latest.begin(ask.doc.uri)
         await asyncio.sleep(0 if ask.invoked else self._settings().debounceMs / 1000)
         if not self._latest.is_current(ticket) or ask.doc.version != ask.version:
