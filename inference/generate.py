@@ -16,6 +16,7 @@ from enum import Enum
 import numpy as np
 
 from inference import lookup
+from inference.healing import HORIZONTAL_SPACE
 from inference.model import Model
 from inference.names import boost, name_tokens
 from inference.repetition import ends_in_loop
@@ -42,6 +43,9 @@ class GenerationConfig:
     stop_at_newline: bool = False  # single-line completions
     next_line: bool = False  # with stop_at_newline: newlines before any text do not stop it
     stop_looping: bool = False  # stop when the text ends in a loop (inference.repetition)
+    # A block: the answer ends before a later line indented less than this (the block being
+    # written is left) or a markdown fence; None: no such rule.
+    block_indent: int | None = None
     deadline_s: float | None = None  # wall-clock budget from the start of the request
     draft_tokens: int = 0  # prompt-lookup drafts per step (greedy only); 0 turns it off
     prefill_chunk: int = (
@@ -72,6 +76,7 @@ class GenerationConfig:
             self.stop_strings,
             self.stop_at_newline,
             self.next_line,
+            self.block_indent,
             self.stop_looping,
             self.constraint,
             self.first_choice,
@@ -343,9 +348,27 @@ class Generation:
         start = len(text) - len(text.lstrip()) if self.config.next_line else 0
         return text.find("\n", start)
 
+    def _block_end(self, text: str) -> int:
+        """Where the block being written ends in `text`: the line break before a later line
+        that leaves its indentation or opens a markdown fence (-1: not yet, or no such rule)."""
+        indent = self.config.block_indent
+        if indent is None:
+            return -1
+        start = text.find("\n")
+        while start >= 0:
+            line = text[start + 1 :]
+            code = line.lstrip(HORIZONTAL_SPACE)
+            written = code[:1] not in ("", "\n")  # the line's first character is there
+            if written and (len(line) - len(code) < indent or code.startswith("```")):
+                return start
+            start = text.find("\n", start + 1)
+        return -1
+
     def _cut(self, text: str) -> Finish | None:
         if self.config.stop_at_newline and self._line_end(text) >= 0:
             return Finish.NEWLINE
+        if self._block_end(text) >= 0:
+            return Finish.STOP
         if any(s in text for s in self.config.stop_strings):
             return Finish.STOP
         if self.config.stop_looping and ends_in_loop(text):
@@ -362,4 +385,6 @@ class Generation:
         cuts = [text.find(s) for s in self.config.stop_strings if s in text]
         if self.config.stop_at_newline and self._line_end(text) >= 0:
             cuts.append(self._line_end(text))
+        if self._block_end(text) >= 0:
+            cuts.append(self._block_end(text))
         return text[: min(cuts)] if cuts else text.rstrip("\ufffd")

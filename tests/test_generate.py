@@ -6,6 +6,7 @@ import dataclasses
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -211,6 +212,36 @@ def test_next_line_mode_stops_at_the_end_of_the_line_after(tiny: Model) -> None:
     plain = Generation(tiny, _ids(tiny, 20), GenerationConfig(stop_at_newline=True))
     assert plain._line_end("\n    return x") == 0
     assert config.cache_key != GenerationConfig(stop_at_newline=True).cache_key
+
+
+def test_a_block_answer_stops_where_the_block_is_left(tiny: Model) -> None:
+    """A block answer ends before a later line that leaves its indentation or opens a fence
+    (post-processing would cut there anyway): the decode loop writes no further."""
+    block = Generation(tiny, _ids(tiny, 20), GenerationConfig(block_indent=8))
+    assert block._block_end("x = 1\n        y = 2\n    return y") == len("x = 1\n        y = 2")
+    assert block._block_end("x = 1\n        y = 2\n    ") == -1  # not written yet
+    assert block._block_end("x = 1\n\n        y") == -1  # a blank line is not leaving it
+    assert block._block_end("x = 1\n        ```\n") == len("x = 1")
+    assert block._cut("x = 1\n    return y") is Finish.STOP
+    free = Generation(tiny, _ids(tiny, 20), GenerationConfig())
+    assert free._block_end("x = 1\n    return y") == -1
+    assert GenerationConfig(block_indent=8).cache_key != GenerationConfig().cache_key
+
+
+def test_a_block_plan_asks_the_decode_loop_to_stop_where_post_processing_cuts() -> None:
+    from lsp_server.completion.plan import next_line_plan, plan_completion
+    from lsp_server.completion.postprocess import block_floor, postprocess
+    from lsp_server.config.settings import Settings
+
+    text = "class A:\n    def f(self):\n        "
+    plan = plan_completion(text, 2, 8, Settings())
+    assert not plan.site.single_line and plan.config.block_indent == block_floor(plan.site) == 8
+    answer = "x = 1\n        return x\n    def g(self):"
+    cut = answer[: Generation._block_end(SimpleNamespace(config=plan.config), answer)]
+    assert cut == postprocess(answer, plan.site) == "x = 1\n        return x"
+    line = plan_completion("x = 1", 0, 5, Settings())
+    assert line.config.block_indent is None  # one line: the newline ends it
+    assert next_line_plan(line).config.block_indent is None  # the next line may dedent
 
 
 def test_a_looping_model_is_stopped() -> None:

@@ -17,7 +17,7 @@ from inference.manifest import FimTemplate
 from inference.router import Route, Task
 from inference.serving import ServingPlan, Tokens
 from inference.tuning import NAMES_BONUS_LOGITS
-from lsp_server.completion.postprocess import NEXT_LINE, RULES, Rule, Site
+from lsp_server.completion.postprocess import NEXT_LINE, RULES, Rule, Site, block_floor
 from lsp_server.config.settings import Settings
 from lsp_server.config.tuning import (
     CHARS_PER_TOKEN,
@@ -276,6 +276,7 @@ def _generation_config(
         max_new_tokens=settings.maxTokens,
         stop_at_newline=single,
         stop_strings=() if single else ("\n\n\n",),
+        block_indent=None if single else block_floor(site),
         deadline_s=SINGLE_LINE_DEADLINE_S if single else MULTI_LINE_DEADLINE_S,
         draft_tokens=DRAFT_TOKENS,
         heal=heal and _may_heal(site.line_prefix),
@@ -382,7 +383,7 @@ def next_line_plan(plan: CompletionPlan) -> CompletionPlan:
     newline and the next line's indentation (shown after an accepted suggestion ends a line)."""
     if plan.site.line_suffix.strip() or not plan.config.stop_at_newline:
         return plan  # mid-line, or already a block
-    config = replace(plan.config, next_line=True)
+    config = replace(plan.config, next_line=True, block_indent=None)  # the next line may dedent
     site = replace(plan.site, single_line=False)
     return replace(plan, config=config, site=site, rules=NEXT_LINE)
 

@@ -126,14 +126,21 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(HORIZONTAL_SPACE))
 
 
+def block_floor(site: Site) -> int:
+    """The least indentation a later line of a block completion keeps: after an opener the
+    block is deeper than its line. The decode loop stops there too (GenerationConfig's
+    block_indent), so that a block answer is not written past where this cuts it."""
+    base = _indent(site.line_prefix) if site.line_prefix.strip() else len(site.line_prefix)
+    opener = site.line_prefix.rstrip().endswith((":", "{", "(", "["))
+    return base + 1 if opener else base
+
+
 def stop_at_dedent(text: str, site: Site) -> str:
     """A block completion ends where a line's indentation leaves the block being written."""
     lines = text.split("\n")
     if len(lines) == 1:
         return text
-    base = _indent(site.line_prefix) if site.line_prefix.strip() else len(site.line_prefix)
-    opener = site.line_prefix.rstrip().endswith((":", "{", "(", "["))
-    floor = base + 1 if opener else base  # after an opener the block is deeper than its line
+    floor = block_floor(site)
     kept = [lines[0]]
     for line in lines[1:]:
         if line.strip() and _indent(line) < floor:
