@@ -202,6 +202,25 @@ async def test_a_cold_prompt_is_answered_from_the_nearest_lines_then_prefilled_w
     assert engine.warmed[-1].endswith("total = value_1")
 
 
+@pytest.mark.parametrize("rest_prefill_ms", [0, 5000])
+async def test_at_rest_a_request_waits_for_the_whole_prompt(rest_prefill_ms: int) -> None:
+    """A person at rest (the document unchanged for a second) gets the whole prompt when its
+    prefill fits restPrefillMs, not the nearest lines that coldPrefillMs alone allows."""
+    body = "".join(f"value_{i} = {i} * {i}\n" for i in range(200))
+    text = body + "total = value_1"
+    engine = FakeEngine(lambda variant, prompt: " + value_2", prefill_s_per_token=0.0001)
+    svc = make_service(engine, coldContext=True, coldPrefillMs=10, restPrefillMs=rest_prefill_ms)
+    await ready(svc, text)
+    svc.idle.prefill.forget(URI)  # nothing prefilled: the whole prompt is cold
+    svc.documents.get(URI).changed_at -= 2.0  # opened two seconds ago, untouched since
+    answer = await svc.complete(URI, text.count("\n"), len("total = value_1"))
+    assert answer is not None and answer.text == " + value_2"
+    short = svc.stats()["server"].get("short_context", 0)
+    assert short == (1 if rest_prefill_ms == 0 else 0)
+    whole = len(engine.calls[0].prompt) > 100  # the whole window, not the nearest lines
+    assert whole == bool(rest_prefill_ms)
+
+
 async def test_a_failing_fast_model_falls_back_to_the_standard_one_and_says_so() -> None:
     engine = FakeEngine(lambda variant, prompt: f" + {variant}", failing=frozenset({"fast"}))
     svc = make_service(engine, preloadStandard=True)

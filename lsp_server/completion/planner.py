@@ -130,13 +130,15 @@ class Planner:
         view: View,
         *,
         cold_ok: bool = False,
+        resting: bool = False,
         candidates: int = 1,
         ahead: bool = False,
     ) -> Request:
         """What a completion at the cursor is asked with: the repository's snippets, recent
         edits and names, the window above the cursor, and the request's shape. `cold_ok`: a
-        prompt too cold to prefill in time may be planned short (coldContext); `candidates`: how
-        many distinct items to answer with; `ahead`: a prefetch."""
+        prompt too cold to prefill in time may be planned short (coldContext), within
+        coldPrefillMs, or restPrefillMs when `resting`; `candidates`: how many distinct items to
+        answer with; `ahead`: a prefetch."""
         settings = self._settings()
         index = self._workspace.index
         chosen = self.snippets.choose(snap.uri, snap.text, view.line, self._sources(snap))
@@ -150,7 +152,7 @@ class Planner:
             snippets=tuple(chosen),
             repo=index.root.name if index else "",
             above=self.above_window,
-            prefill_budget_s=settings.coldPrefillMs / 1000 if cold else None,
+            prefill_budget_s=_cold_budget_ms(settings, resting) / 1000 if cold else None,
             candidates=candidates,
             ahead=ahead,
             repo_names=index_names(searched, searched.relative(snap.uri)) if searched else None,
@@ -193,6 +195,7 @@ class Planner:
         cancel: threading.Event,
         *,
         cold_ok: bool = False,
+        resting: bool = False,
         ahead: bool = False,
         candidates: int = 1,
         on_text: Callable[[str], None] | None = None,
@@ -201,7 +204,9 @@ class Planner:
         `ahead`, the end of a line means the line after it). `on_text`: the model's raw text so
         far."""
         assert self._models.engine is not None
-        request = self.request(snap, view, cold_ok=cold_ok, candidates=candidates, ahead=ahead)
+        request = self.request(
+            snap, view, cold_ok=cold_ok, resting=resting, candidates=candidates, ahead=ahead
+        )
         cursor = _cursor(snap, view)
         return complete_at(
             self._models.engine,
@@ -222,3 +227,10 @@ def _document_line(snap: Snapshot, view: View) -> int:
     """The cursor's line in the document (-1 in an excerpt of a large one: its line numbers are
     the excerpt's)."""
     return view.line if view.text is snap.text else -1
+
+
+def _cold_budget_ms(settings: Settings, resting: bool) -> int:
+    """The prefill a request may wait for before it is answered from the nearest lines."""
+    return (
+        max(settings.coldPrefillMs, settings.restPrefillMs) if resting else settings.coldPrefillMs
+    )

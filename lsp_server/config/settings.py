@@ -279,6 +279,15 @@ class Settings:
         "The prefill a request may spend before it is answered from the nearest lines "
         "(coldContext).",
     )
+    # A person at rest (the document unchanged for T_REST_S) is asking for a good suggestion more
+    # than a quick one: the whole prompt's prefill under way is waited for this long.
+    restPrefillMs: int = whole(
+        1500,
+        0,
+        10000,
+        "At rest (the document unchanged for a second), the prefill a request may spend on the "
+        "whole prompt before it is answered from the nearest lines (coldContext).",
+    )
     # See lsp_server.workspace.index.
     workspaceIndex: bool = switch(
         True, "Index the workspace for snippets and definitions in the prompt."

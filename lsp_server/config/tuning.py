@@ -40,6 +40,8 @@ T_WHOLE_WAIT_S = 3.0
 T_ADOPT_GRACE_MS = 50.0
 REMEMBERED_PER_DOCUMENT_ITEMS = 4
 REMEMBERED_DOCUMENTS = 8
+# The document unchanged this long: the person is at rest, not typing (restPrefillMs applies).
+T_REST_S = 1.0
 # A place, for the suggestions held back after being passed over (rejectAfterShows): the code this
 # far on each side of the anchor; the places remembered at most.
 REJECTION_PLACE_CHARS = 200

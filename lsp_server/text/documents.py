@@ -8,9 +8,10 @@ while the event loop applies later edits (to a copy of the tree, never to a snap
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -48,6 +49,11 @@ class Document:
     stale: bool = True  # the text changed in a way the tree cannot follow: parse from scratch
     parses: int = 0  # how many parses this document has had (for tests, bench)
     edit_end: int | None = None  # where the last edit's text ends (where the person types)
+    changed_at: float = field(default_factory=time.monotonic)  # opened or last edited
+
+    def still_for_s(self) -> float:
+        """How long the text has not changed: a person at rest, or typing."""
+        return time.monotonic() - self.changed_at
 
 
 def _point(text: str, offset: int) -> tuple[int, Point]:
@@ -146,6 +152,8 @@ class Documents:
                     doc.edited = doc.tree.copy()  # snapshots keep the tree they were given
                 edit_tree(doc.edited, doc.text, start, end, change.text)
             doc.text = new
+            if changed:
+                doc.changed_at = time.monotonic()
         doc.version = version
         self.touch(doc.uri)
         return doc

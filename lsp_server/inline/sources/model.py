@@ -7,7 +7,7 @@ from __future__ import annotations
 from inference.generate import Finish
 from lsp_server.completion.planner import Planner
 from lsp_server.completion.run import Completion
-from lsp_server.config.tuning import MAX_ALTERNATIVE_ITEMS
+from lsp_server.config.tuning import MAX_ALTERNATIVE_ITEMS, T_REST_S
 from lsp_server.inline.answers import Origin
 from lsp_server.inline.prefill import BackgroundPrefill
 from lsp_server.inline.sources.base import Attempt, NoAnswer, Offer
@@ -31,6 +31,7 @@ class ModelOnPrompt:
             attempt.view,
             ticket.cancel,
             cold_ok=True,
+            resting=ask.doc.still_for_s() >= T_REST_S,
             candidates=MAX_ALTERNATIVE_ITEMS if ask.invoked else 1,
         )
         attempt.plan, attempt.done = plan, done
