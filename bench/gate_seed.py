@@ -5,6 +5,13 @@ would have held back of them.
         --files ~/.cache/fastcomplete/eval-repos/mcp-python/mcp --seed 11 --json /tmp/seed.json
     .venv/bin/python -m bench.gate_seed /tmp/seed.json
 
+or, on the unseen repositories the gate is tuned on (github-mcp-server stays out):
+
+    FASTCOMPLETE_MODEL=qwen2.5-coder-0.5b .venv/bin/python bench/unseen.py keys \\
+        --repos openai-agents-python,tableau-mcp --regions 12 --seed 11 \\
+        --settings '{"showGateThreshold": 0.0}' --json /tmp/seed.json
+    .venv/bin/python -m bench.gate_seed /tmp/seed.json
+
 The labels come from the server's own gate file (left in the replay's server home): every
 suggestion it was shown, taken or passed over, with its features. The printed weights go to
 lsp_server.config.tuning.GATE_SEED_WEIGHTS; the threshold table is for GATE_MIN_PROBABILITY. Fit it on
@@ -30,7 +37,8 @@ RIDGE = 1.0  # a little pull toward zero: features the replay never varies stay 
 def labels(replay_json: Path) -> tuple[np.ndarray, np.ndarray]:
     data = json.loads(replay_json.read_text())
     rows: list[list[float]] = []
-    for config in data["configs"]:
+    # bench/assist.py's JSON holds "configs"; bench/unseen.py keys' holds "repos", one each.
+    for config in data.get("configs", data.get("repos", [])):
         for path in Path(config["server_home"], "gate").glob("*.json"):
             gate = json.loads(path.read_text())
             if tuple(gate["features"]) != FEATURES:
