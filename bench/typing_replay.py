@@ -1,7 +1,7 @@
 """Typing replay: real files typed character by character through a real LSP client.
 
     python bench/typing_replay.py [--chars 240] [--gap-ms 90 --pause-ms 700] [--no-focus]
-                           [--json bench/results/typing.json]
+                           [--path FILE] [--json bench/results/typing.json]
 
 For each file size (a 50-line and a 2,000-line Python standard-library file) and fast mode on and
 off: a fresh `fastcomplete serve`, the file opened without one region, and that region typed back
@@ -10,8 +10,11 @@ with `--gap-ms` a steady gap and `--pause-ms` a pause at the end of each line (b
 newline; `--pause-at next`: after it and the next line's indentation). After every key the
 client sends didChange and an inline-completion request, cancelling the previous request as VS
 Code does, and `fastcomplete/didFocus` when the cursor rests 150 ms; `--no-focus` leaves that
-out, as a plain LSP client (Neovim's built-in, Helix, Emacs) does. Latency is measured at the client, from request to answer; a key counts as shown
-when its suggestion arrives before the next key, a line-end pause when one arrives within it.
+out, as a plain LSP client (Neovim's built-in, Helix, Emacs) does. `--path FILE` types into that
+file instead (e.g. a ~1,100-line file of an unseen repository: issue 49's protocol). Latency is
+measured at the client, from request to answer; a key counts as shown when its suggestion arrives
+before the next key, a line-end pause when one arrives within it (`pauses_300ms`: within 300 ms
+of the pause's start).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from bench.lsp_replay import (
     start_server,
     stop_server,
 )
+from lsp_server.text.languages import EXTENSIONS
 from models.choice import selected_model
 
 FOCUS_AFTER_S = 0.15  # the clients send fastcomplete/didFocus when the cursor rests this long
@@ -51,8 +55,8 @@ FILES = {"50 lines": ("textwrap.py", 50), "2000 lines": ("argparse.py", 2000)}
 
 
 def _doc(name: str, lines: int) -> str:
-    text = (Path(sysconfig.get_paths()["stdlib"]) / name).read_text()
-    return "\n".join(text.split("\n")[:lines])
+    path = Path(name) if Path(name).is_absolute() else Path(sysconfig.get_paths()["stdlib"]) / name
+    return "\n".join(path.read_text().split("\n")[:lines])
 
 
 def _region(text: str, chars: int) -> tuple[str, str, str]:
@@ -104,6 +108,7 @@ async def replay(
     focus: bool = True,
     workspace: Path | None = None,
     index_on: bool = True,
+    suffix: str = ".py",
 ) -> dict[str, Any]:
     """One typing run; `workspace`: the folder the editor has open (indexed before typing
     starts when `index_on`), the typed file among its files."""
@@ -115,9 +120,10 @@ async def replay(
         if stats["index"]["state"] != "building":
             break  # the workspace indexed
         await asyncio.sleep(0.2)
-    uri = (workspace / "typed.py").as_uri() if workspace else "file:///bench/typed.py"
+    name = f"typed{suffix}"
+    uri = (workspace / name).as_uri() if workspace else f"file:///bench/{name}"
     before, typed, after = _region(text, chars)
-    did_open(client, uri, "python", before + after)
+    did_open(client, uri, EXTENSIONS.get(suffix, "python"), before + after)
     await asyncio.sleep(OPEN_S)
     current = before
     asked: list[tuple[Asked, float]] = []  # each request and the wait after its key
@@ -153,6 +159,7 @@ async def replay(
         "cancelled": sum(a.failed for a, _ in asked),
         "pauses": len(pauses),
         "pauses_shown": sum(_in_time(a, gap) for a, gap in pauses),
+        "pauses_300ms": sum(_in_time(a, 0.3) for a, _ in pauses),
         "server_stale_dropped": stats["server"].get("stale_dropped", 0),
         "short_context": stats["server"].get("short_context", 0),
         "whole_after_short": stats["server"].get("whole_after_short", 0),
@@ -176,6 +183,7 @@ COLS = [
     "cancelled",
     "pauses",
     "pauses_shown",
+    "pauses_300ms",
     "short_context",
     "latency_p50_ms",
     "latency_p95_ms",
@@ -208,6 +216,7 @@ def main() -> int:
     parser.add_argument("--focus-both", action="store_true", help="rows with and without didFocus")
     parser.add_argument("--files", default=",".join(FILES), help=f"of: {', '.join(FILES)}")
     parser.add_argument("--fast-only", action="store_true", help="no fast-mode-off rows")
+    parser.add_argument("--path", type=Path, help="type into this file (all its lines) instead")
     parser.add_argument("--json", type=Path, default=Path("bench/results/typing.json"))
     parser.add_argument(
         "--workspace",
@@ -216,6 +225,10 @@ def main() -> int:
     )
     args = parser.parse_args()
     labels = [f.strip() for f in args.files.split(",")]
+    if args.path:
+        path = args.path.resolve()
+        FILES[path.name] = (str(path), len(path.read_text().split("\n")))
+        labels = [path.name]
     if unknown := [f for f in labels if f not in FILES]:
         parser.error(f"unknown file(s) {unknown}: choose from {list(FILES)}")
     focuses = [True, False] if args.focus_both else [not args.no_focus]
@@ -239,6 +252,7 @@ def main() -> int:
                 focus,
                 args.workspace.resolve() if args.workspace else None,
                 index_on,
+                Path(name).suffix or ".py",
             )
         )
         rows.append(row)

@@ -293,16 +293,24 @@ async def ask_repo(
     rest_s: float,
     focus: bool,
     rooted: bool,
+    fresh: bool = False,
 ) -> dict[str, Any]:
-    """One fresh server for `repo`'s positions, rooted at a copy without the held-out files."""
+    """One fresh server for `repo`'s positions, rooted at a copy without the held-out files;
+    `fresh`: a server started with the editor for each position instead (the file opened while
+    the model loads, as an editor opened on a file does)."""
     workspace = held_out_copy(root, {p.path for p in positions})
     try:
         started = time.perf_counter()
-        served = await start_server(settings, "unseen", workspace if rooted else None)
+        folder = workspace if rooted else None
+        served = await start_server(settings, "unseen", folder, wait=not fresh)
         load_s = time.perf_counter() - started
         client = served.client
         results: list[AskResult] = []
         for i, pos in enumerate(positions):
+            if fresh and i:
+                await stop_server(served)
+                served = await start_server(settings, "unseen", folder, wait=False)
+                client = served.client
             uri = (workspace / pos.path).as_uri()
             before = await client.command("fastcomplete.stats")
             did_open(client, uri, pos.language, pos.document)
@@ -428,7 +436,8 @@ def print_asks(title: str, groups: dict[str, dict[str, Any]]) -> None:
 
 
 def suffix(args: argparse.Namespace) -> str:
-    return ("_nofocus" if args.no_focus else "") + ("_single" if args.single_files else "")
+    fresh = "_fresh" if getattr(args, "fresh", False) else ""
+    return ("_nofocus" if args.no_focus else "") + ("_single" if args.single_files else "") + fresh
 
 
 def cmd_asks(args: argparse.Namespace) -> int:
@@ -446,15 +455,21 @@ def cmd_asks(args: argparse.Namespace) -> int:
             args.rest_s,
             not args.no_focus,
             not args.single_files,
+            args.fresh,
         )
         rows.append(asyncio.run(done))
         print(f"done: {repo.name} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     how = "single files" if args.single_files else "rooted at the repository"
     how += ", no didFocus" if args.no_focus else ", didFocus after 150 ms"
+    how += ", a server started with the editor per position" if args.fresh else ""
     groups = grouped(rows)
     print_asks(f"asks after a {args.rest_s:g} s rest ({how})", groups)
     payload = {
-        "mode": {"rooted": not args.single_files, "did_focus": not args.no_focus},
+        "mode": {
+            "rooted": not args.single_files,
+            "did_focus": not args.no_focus,
+            "fresh": args.fresh,
+        },
         "model": os.environ.get("FASTCOMPLETE_MODEL") or "(default)",
         "settings": settings,
         "n": args.n,
@@ -685,6 +700,9 @@ def main() -> int:
     asks.add_argument("--rest-s", type=float, default=REST_S)
     asks.add_argument("--no-focus", action="store_true", help="a client without didFocus")
     asks.add_argument("--single-files", action="store_true", help="no workspace folder")
+    asks.add_argument(
+        "--fresh", action="store_true", help="a server started with the editor per position"
+    )
     asks.add_argument("--ceiling", action="store_true", help="then the ceiling, side by side")
     asks.add_argument("--json", type=Path)
     asks.set_defaults(run=cmd_asks)
