@@ -410,8 +410,8 @@ def new_engine(ms_per_token: float) -> Any:
     model = engine.load(FAST)
     if model.manifest.fim is None:
         raise SystemExit(f"{model.model_id}: no FIM template, no ceiling to compare with")
-    engine._prefill_rate[model.model_id] = ms_per_token / 1000
-    engine._measure_prefill = lambda *_: None  # type: ignore[method-assign]
+    model.runner.prefill_s_per_token = ms_per_token / 1000
+    model.runner.measure_prefill = lambda *_: None  # type: ignore[method-assign]
     return engine
 
 

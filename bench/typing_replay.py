@@ -60,15 +60,17 @@ def _doc(name: str, lines: int) -> str:
 
 
 def _region(text: str, chars: int) -> tuple[str, str, str]:
-    """(before, typed, after): the typed region is the last `chars` characters of code lines
-    ending near the end of the file, so the prompt is long on the long file."""
+    """(before, typed, after): the typed region is the last whole lines, at least `chars`
+    characters, ending near the end of the file, so the prompt is long on the long file. Whole
+    lines: a region cut inside its last line would leave that line's rest after the cursor at
+    every line end typed before it, a document no one types into."""
     lines = text.split("\n")
     end = len(lines) - 3
     start = end
     while start > 0 and sum(len(r) + 1 for r in lines[start:end]) < chars:
         start -= 1
     before = "\n".join(lines[:start]) + "\n"
-    typed = "\n".join(lines[start:end])[:chars]
+    typed = "\n".join(lines[start:end])
     after = text[len(before) + len(typed) :]
     return before, typed, after
 
@@ -196,7 +198,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--chars", type=int, default=240, help="characters typed per run")
+    parser.add_argument(
+        "--chars", type=int, default=240, help="characters typed per run (whole lines, at least)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--gap-ms", type=int, help="a steady gap between keys (default: human)")
     parser.add_argument(

@@ -38,7 +38,6 @@ from inference.tuning import (
     BREAKER_FAILURES,
     COMPLETION_CACHE_BYTES,
     COMPLETION_CACHE_ITEMS,
-    MEASURE_MIN_TOKENS,
     PREFILL_S_PER_TOKEN,
 )
 
@@ -189,7 +188,6 @@ class Engine:
         self.cache = CompletionCache(
             config.cache_dir, config.cache_bytes, config.cache_memory_items
         )
-        self._prefill_rate: dict[str, float] = {}  # model id -> seconds per prompt token
 
     def load(self, variant: str) -> Model:
         """Load a model now (the server does this in the background after initialize)."""
@@ -221,15 +219,13 @@ class Engine:
         return None
 
     def prefill_s_per_token(self, model_id: str) -> float:
-        return self._prefill_rate.get(model_id, PREFILL_S_PER_TOKEN)
-
-    def _measure_prefill(self, model_id: str, res: GenerationResult) -> None:
-        computed = res.prompt_tokens - res.reused_tokens
-        if computed < MEASURE_MIN_TOKENS or res.prefill_s <= 0:
-            return
-        rate = res.prefill_s / computed
-        old = self._prefill_rate.get(model_id)
-        self._prefill_rate[model_id] = rate if old is None else 0.7 * old + 0.3 * rate
+        """Seconds a prompt token takes to prefill on the loaded model `model_id`, as its
+        runner measured them (PREFILL_S_PER_TOKEN before it has)."""
+        for variant in (FAST, STANDARD):
+            model = self.router.loaded(variant)
+            if isinstance(model, Model) and model.model_id == model_id and model.runner:
+                return model.runner.prefill_s_per_token or PREFILL_S_PER_TOKEN
+        return PREFILL_S_PER_TOKEN
 
     def generate(
         self,
@@ -355,7 +351,6 @@ class Engine:
         return EngineResult(res.text, REMOTE, mid, res.finish, False, None, None)
 
     def _record(self, model_id: str, res: GenerationResult) -> None:
-        self._measure_prefill(model_id, res)
         if res.finish is Finish.CANCELLED:
             self.metrics.count(model_id, "cancels")
         elif res.finish is Finish.DEADLINE:
@@ -397,8 +392,6 @@ class Engine:
         chunk = warm_chunk_tokens(self.prefill_s_per_token(model.model_id))
         config = GenerationConfig(max_new_tokens=0, prefill_chunk=chunk, persist=True)
         result = Generation(model, ids, config, cancel).run()
-        if result.finish is not Finish.CANCELLED:
-            self._measure_prefill(model.model_id, result)
         computed = result.prompt_tokens - result.reused_tokens
         self.metrics.event("warmups")
         self.metrics.event("warmup_tokens", computed)

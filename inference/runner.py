@@ -13,6 +13,7 @@ from inference.errors import ModelFailure
 from inference.graph import GraphSpec
 from inference.kv_cache import KVSlot
 from inference.session import cuda_graph_enabled, on_gpu
+from inference.tuning import MEASURE_MIN_TOKENS
 
 
 @dataclass(eq=False)
@@ -51,6 +52,11 @@ class Runner:
         if self.cuda_graph:
             self.dynamic_run.add_run_config_entry("gpu_graph_id", "-1")
         self._graph_ids = 0
+        # Seconds a prompt token takes, from passes of MEASURE_MIN_TOKENS or more (prefill
+        # chunks), averaged; None before one ran. Measured per pass, not per request, so that a
+        # background prefill a request interrupts has already told the request's plan the day's
+        # rate (a fresh server's first asks were planned on the default and timed out).
+        self.prefill_s_per_token: float | None = None
 
     def calibrate(self, slot: KVSlot) -> None:
         """Check that one-token passes give the same numbers as multi-token passes.
@@ -95,9 +101,16 @@ class Runner:
                     logits = self._forward_growing(slot, ids, num_logits)
             except Exception as exc:  # ORT's own error types: the model failed, not our code
                 raise ModelFailure(f"forward pass failed ({type(exc).__name__}: {exc})") from exc
-            slot.compute_s += time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            slot.compute_s += elapsed
         slot.tokens.extend(ids)
+        if len(ids) >= MEASURE_MIN_TOKENS:
+            self.measure_prefill(elapsed / len(ids))
         return logits
+
+    def measure_prefill(self, s_per_token: float) -> None:
+        old = self.prefill_s_per_token
+        self.prefill_s_per_token = s_per_token if old is None else 0.7 * old + 0.3 * s_per_token
 
     def _forward_growing(self, slot: KVSlot, ids: list[int], num_logits: int) -> np.ndarray:
         assert slot.past is not None

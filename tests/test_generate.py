@@ -306,3 +306,34 @@ def test_without_a_rotary_base_nothing_moves(tiny_model: Path) -> None:
     again = _run(model, [*ids[:100], 6, 7, *ids[100:]], max_new_tokens=0, prefill_chunk=8)
     assert again.result.reused_tokens == 100
     assert again.result.forward_passes == 13  # 102 tokens computed, 8 at a time
+
+
+def test_a_prefill_cut_short_still_measures_the_day_s_rate(tiny_model: Path) -> None:
+    """The rate a request is planned on comes from every prefill pass as it runs: a background
+    prefill that a request interrupts has told the engine the day's rate already (a fresh
+    server's first asks were planned on the default, 2x too fast, and timed out)."""
+    from inference.engine import Engine, EngineConfig
+    from inference.router import FAST
+    from inference.tuning import PREFILL_S_PER_TOKEN
+
+    engine = Engine(
+        EngineConfig(
+            fast_dir=tiny_model / "fast", standard_dir=tiny_model / "standard", cache_dir=None
+        )
+    )
+    model = engine.load(FAST)
+    assert engine.prefill_s_per_token(model.model_id) == PREFILL_S_PER_TOKEN  # nothing ran yet
+    cancel = threading.Event()
+    passes = 0
+
+    def stop_after_two() -> None:
+        nonlocal passes
+        passes += 1
+        if passes > 2:
+            cancel.set()
+
+    config = GenerationConfig(max_new_tokens=0, prefill_chunk=64)
+    gen = Generation(model, _ids(model), config, cancel, pause=stop_after_two)
+    assert gen.run().finish is Finish.CANCELLED and passes == 3  # two 64-token passes ran
+    measured = model.runner.prefill_s_per_token
+    assert measured is not None and engine.prefill_s_per_token(model.model_id) == measured

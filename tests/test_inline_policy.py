@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from lsprotocol import types
 
-from lsp_server.config.tuning import T_ADOPT_GRACE_MS
+from lsp_server.config.tuning import SINGLE_LINE_DEADLINE_S, T_ADOPT_GRACE_MS
 from lsp_server.errors import BadRequest
 from lsp_server.inline.show_gate import FEATURES
 from lsp_server.service import CompletionService
@@ -185,6 +185,30 @@ async def test_accepting_shows_the_prefetched_suggestion() -> None:
     assert len(engine.calls) == 2 and svc.stats()["server"]["prefetch_hits"] == 1
 
 
+async def test_at_a_finished_line_s_end_the_line_after_it_is_suggested() -> None:
+    """Where the model ends the line first (it was done), the suggestion is the next line, its
+    newline and indentation with it; where it goes on, the rest of the line only; with
+    multiline "never", nothing past this line."""
+    engine = FakeEngine(lambda variant, prompt: "\n    return c\n\ndef")
+    svc = make_service(engine)
+    await ready(svc, "def hypot(a, b):\n    c = a * a + b * b")
+    answer = await svc.complete(URI, 1, len("    c = a * a + b * b"))
+    assert answer is not None and answer.text == "\n    return c"
+    assert engine.calls[0].config.next_line and engine.calls[0].config.stop_at_newline
+    engine.script = lambda variant, prompt: " + 1\n    return c"
+    type_text(svc, 2, 1, len("    c = a * a + b * b"), " ")
+    going_on = await svc.complete(URI, 1, len("    c = a * a + b * b "))
+    assert going_on is not None and going_on.text == "+ 1" and engine.calls[-1].config.next_line
+    engine.script = lambda variant, prompt: "\n    return c"
+    svc.apply_settings(
+        {"debounceMs": 0, "prefetch": False, "coldContext": False, "showGate": False}
+        | {"multiline": "never"}
+    )
+    type_text(svc, 3, 1, len("    c = a * a + b * b "), "+ 2")
+    assert await svc.complete(URI, 1, len("    c = a * a + b * b + 2")) is None
+    assert len(engine.calls) == 3 and not engine.calls[-1].config.next_line
+
+
 async def test_a_cold_prompt_is_answered_from_the_nearest_lines_then_prefilled_whole() -> None:
     body = "".join(f"value_{i} = {i} * {i}\n" for i in range(200))
     text = body + "total = value_1"
@@ -219,6 +243,10 @@ async def test_at_rest_a_request_waits_for_the_whole_prompt(rest_prefill_ms: int
     assert short == (1 if rest_prefill_ms == 0 else 0)
     whole = len(engine.calls[0].prompt) > 100  # the whole window, not the nearest lines
     assert whole == bool(rest_prefill_ms)
+    # The prefill the budget let it spend is added to its deadline, not taken from the answer.
+    added_s = engine.calls[0].config.deadline_s - SINGLE_LINE_DEADLINE_S
+    assert 0 < added_s <= max(rest_prefill_ms, 10) / 1000
+    assert (added_s > 10 / 1000) == whole  # more than coldPrefillMs: the whole prompt's
 
 
 async def test_a_failing_fast_model_falls_back_to_the_standard_one_and_says_so() -> None:

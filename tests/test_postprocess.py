@@ -192,6 +192,28 @@ def test_whitespace_the_document_lacks_is_kept(doc: str, text: str, expected: st
     assert "drop_repeated_whitespace" not in report.trimmed_by
 
 
+@pytest.mark.parametrize(
+    ("doc", "text", "expected"),
+    [
+        # The line was done: the model ends it first; the line after it is shown, dedented.
+        (
+            "def f(x):\n    if x:\n        return 1█\n",
+            "\n    return 0\n\ndef g():",
+            "def f(x):\n    if x:\n        return 1\n    return 0\n",
+        ),
+        # The line goes on: its rest only.
+        ("def f(x):\n    y = x +█\n", " 1\n    return y", "def f(x):\n    y = x + 1\n"),
+        # A space typed behind code is not doubled.
+        ("    y = x █\n", "  + 1\n    return y", "    y = x + 1\n"),
+        # A blank line, then the next line of code: both.
+        ("x = 1█\n", "\n\ndef main():\n    pass", "x = 1\n\ndef main():\n"),
+    ],
+)
+def test_at_a_line_end_its_rest_or_the_line_after_it(doc: str, text: str, expected: str) -> None:
+    shown, _ = _accept(doc, text, rules=NEXT_LINE)
+    assert shown == expected
+
+
 def test_a_next_line_suggestion_keeps_its_indentation() -> None:
     doc = "def f(x):\n    y = x █\n"
     shown, _ = _accept(doc, "\n    return y", rules=NEXT_LINE)

@@ -365,27 +365,42 @@ def _short_when_cold(
 ) -> CompletionPlan:
     """`whole`, or where its uncached part would take longer than `prefill_budget_s` to
     prefill, the plan `plan_short` makes within the tokens that fit, carrying `whole` as
-    `deferred`."""
+    `deferred`. Either way the prefill the budget accepted is added to the plan's deadline."""
     if prefill_budget_s is None or serving is None or whole.tokens is None:
         return whole
     estimate_s = serving.prefill_estimate_s(whole.tokens)
     if estimate_s <= prefill_budget_s:
-        return whole
+        return _deadline_after_prefill(whole, estimate_s)
     rate = serving.prefill_s_per_token
     short = plan_short(max(SHORT_MIN_TOKENS, min(context_tokens, int(prefill_budget_s / rate))))
     if short.tokens is None or 2 * len(short.tokens.ids) > estimate_s / rate:
-        return whole  # hardly shorter than what is left to prefill: not worth less context
-    return replace(short, deferred=whole)
+        # Hardly shorter than what is left to prefill: not worth less context.
+        return _deadline_after_prefill(whole, estimate_s)
+    short_s = min(prefill_budget_s, serving.prefill_estimate_s(short.tokens))
+    return replace(_deadline_after_prefill(short, short_s), deferred=whole)
+
+
+def _deadline_after_prefill(plan: CompletionPlan, prefill_s: float) -> CompletionPlan:
+    """The plan's deadline counted from when its prompt is prefilled: the budget let the request
+    spend `prefill_s` on prefill (up to restPrefillMs at rest), and that time must not be taken
+    from writing the answer (a fresh server's first asks timed out with nothing written)."""
+    deadline = plan.config.deadline_s
+    if deadline is None or prefill_s <= 0:
+        return plan
+    return replace(plan, config=replace(plan.config, deadline_s=deadline + prefill_s))
 
 
 def next_line_plan(plan: CompletionPlan) -> CompletionPlan:
-    """At the end of a line, the plan for the line after it: a suggestion that starts with the
-    newline and the next line's indentation (shown after an accepted suggestion ends a line)."""
+    """At the end of a line, the plan for its rest or, where the model ends the line first (it
+    was done), for the line after it: a suggestion that starts with the newline and the next
+    line's indentation, as a person pausing at a finished line's end, or after an accepted
+    suggestion ended one, wants next. Mid-line and block plans are returned as they are."""
     if plan.site.line_suffix.strip() or not plan.config.stop_at_newline:
         return plan  # mid-line, or already a block
     config = replace(plan.config, next_line=True, block_indent=None)  # the next line may dedent
     site = replace(plan.site, single_line=False)
-    return replace(plan, config=config, site=site, rules=NEXT_LINE)
+    deferred = next_line_plan(plan.deferred) if plan.deferred is not None else None
+    return replace(plan, config=config, site=site, rules=NEXT_LINE, deferred=deferred)
 
 
 def plan_at(
@@ -414,4 +429,5 @@ def plan_at(
         repo_names=request.repo_names,
         recent_names=request.recent_names,
     )
-    return next_line_plan(plan) if request.ahead else plan
+    at_line_end = request.ahead or settings.multiline != "never"  # "never": this line only
+    return next_line_plan(plan) if at_line_end else plan

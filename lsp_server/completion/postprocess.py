@@ -112,6 +112,14 @@ def stop_at_newline(text: str, site: Site) -> str:
     return text.split("\n", 1)[0] if site.single_line else text
 
 
+def stop_after_line(text: str, site: Site) -> str:
+    """At a line's end: the rest of the line, or where the answer starts by ending the line (the
+    line was done), the line after it, its leading newline and indentation kept."""
+    written = len(text) - len(text.lstrip())
+    end = text.find("\n", written)
+    return text if end < 0 else text[:end]
+
+
 def stop_at_fence_or_prose(text: str, site: Site) -> str:
     """Small chat-tuned models drift into markdown fences and explanations: cut there."""
     kept = []
@@ -230,11 +238,15 @@ MINIMAL: tuple[Rule, ...] = (
     trim_trailing_space,
     drop_empty,
 )
-# The line after the cursor's (a suggestion that starts with a newline): it may well dedent.
-# (No drop_repeated_whitespace: the suggestion's leading newline and indentation are its own.)
+# At a line's end: its rest, or the line after it (a suggestion that starts with a newline; it
+# may well dedent, so no stop_at_dedent; drop_repeated_whitespace leaves a leading newline's
+# indentation alone).
 NEXT_LINE: tuple[Rule, ...] = (
     stop_at_control_token,
+    drop_repeated_whitespace,
+    stop_after_line,
     stop_at_fence_or_prose,
+    stop_at_repetition,
     drop_degenerate_repetition,
     trim_trailing_space,
     drop_empty,

@@ -235,7 +235,8 @@ class Settings:
     multiline: str = one_of(
         "auto",
         MULTILINE_MODES,
-        "auto: the rest of the line mid-line, a block after a block opener.",
+        "auto: the rest of the line mid-line; at a line's end its rest, or the next line where"
+        " the line is done; a block after a block opener. never: the cursor's line only.",
     )
     debounceMs: int = whole(30, 0, 2000, "Server-side wait before a completion starts.")
     contextTokens: int = whole(1536, 64, 8192, "Prompt budget in tokens.")
