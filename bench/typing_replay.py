@@ -171,7 +171,17 @@ async def replay(
         "ttft_p50_ms": m.get("ttft_ms", {}).get("p50") and round(m["ttft_ms"]["p50"], 1),
         "kv_reuse_share": m.get("kv_reuse_share") and round(m["kv_reuse_share"], 3),
         "prompt_tokens": m.get("prompt_tokens"),
+        "pause_detail": [_pause(a) for a, _ in pauses],
+        "server": {k: stats["server"].get(k, 0) for k in SERVER_COUNTS},
     }
+
+
+SERVER_COUNTS = ("in_flight_hits", "type_through", "held_back", "prefetched", "prefetch_hits")
+
+
+def _pause(asked: Asked) -> dict[str, Any]:
+    """One pause: how long its answer took and what it was (for reading, not a figure)."""
+    return {"ms": asked.latency_ms and round(asked.latency_ms), "shown": asked.shown[:60]}
 
 
 COLS = [

@@ -118,7 +118,9 @@ class CompletionService:
             TypedThrough(),
             RememberedHere(),
             InFlight(flights, runs),
-            Settled(current, self.documents, self.planner, latest, self.idle.prefetches, flights),
+            Settled(
+                current, self.documents, self.planner, latest, self.idle.stop_prefetch, flights
+            ),
             ModelOnPrompt(runs, self.planner, prefill),
             WholeAfterShort(runs, self.planner, prefill),
         )

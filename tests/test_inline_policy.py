@@ -7,6 +7,7 @@ public calls as the LSP handlers make them."""
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from pathlib import Path
 
@@ -14,7 +15,11 @@ import numpy as np
 import pytest
 from lsprotocol import types
 
-from lsp_server.config.tuning import SINGLE_LINE_DEADLINE_S, T_ADOPT_GRACE_MS
+from lsp_server.config.tuning import (
+    PREFETCH_DEADLINE_S,
+    SINGLE_LINE_DEADLINE_S,
+    T_ADOPT_GRACE_MS,
+)
 from lsp_server.errors import BadRequest
 from lsp_server.inline.show_gate import FEATURES
 from lsp_server.service import CompletionService
@@ -179,10 +184,38 @@ async def test_accepting_shows_the_prefetched_suggestion() -> None:
     assert shown is not None and shown.text == " * a"
     await idle(svc)
     assert len(engine.calls) == 2  # the one shown, and the one after it
+    assert engine.calls[1].config.deadline_s == PREFETCH_DEADLINE_S  # beside the keys typed
     type_text(svc, 2, *END, shown.text)  # accepted
     after = await svc.complete(URI, END[0], END[1] + len(shown.text))
     assert after is not None and after.text == "\n    return b"
     assert len(engine.calls) == 2 and svc.stats()["server"]["prefetch_hits"] == 1
+
+
+async def test_the_newline_and_indentation_typed_through_do_not_count_against_the_rest() -> None:
+    """Enter types the newline and indentation a next-line suggestion starts with (editors
+    indent): the gate judges the rest after them as it judged the whole; what is typed after
+    them counts as typed through."""
+
+    def script(variant: str, prompt: str) -> str:
+        return "\n    return b" if prompt.endswith(" * a") else " * a"
+
+    engine = FakeEngine(script)
+    svc = make_service(engine, prefetch=True, showGate=True, showGateThreshold=0.0)
+    puts = []
+    put = svc.show_gate.put
+    svc.show_gate.put = lambda uri, p: (puts.append(p), put(uri, p))[1]  # type: ignore[method-assign]
+    await ready(svc)
+    shown = await svc.complete(URI, *END)
+    await idle(svc)
+    type_text(svc, 2, *END, shown.text)  # accepted
+    col = END[1] + len(shown.text)
+    assert (await svc.complete(URI, END[0], col)).text == "\n    return b"
+    type_text(svc, 3, END[0], col, "\n    ")
+    assert (await svc.complete(URI, 2, 4)).text == "return b"
+    type_text(svc, 4, 2, 4, "re")
+    assert (await svc.complete(URI, 2, 6)).text == "turn b"
+    typed = FEATURES.index("typed_through")
+    assert [p.x[typed] for p in puts[-3:]] == [0.0, 0.0, math.log1p(2) / 4]
 
 
 async def test_at_a_finished_line_s_end_the_line_after_it_is_suggested() -> None:
@@ -489,6 +522,64 @@ async def test_typing_what_the_model_is_writing_takes_its_answer_over() -> None:
     type_text(svc, 3, END[0], END[1] + 1, "*")  # and its rest is remembered for type-through
     assert (await svc.complete(URI, END[0], END[1] + 2)).text == " a + b * b"
     assert len(engine.calls) == 1
+
+
+async def test_the_line_after_one_typed_through_is_written_before_its_end() -> None:
+    """A run taken over while the person types is followed by the line after it, computed while
+    they type the rest of this one: at the line's end it shows without a model run."""
+
+    def script(variant: str, prompt: str) -> str:
+        return "\n    return c\n\ndef" if prompt.endswith("a + b * b") else " * a + b * b"
+
+    engine = FakeEngine(script, s_per_token=0.02)
+    svc = make_service(engine, prefetch=True)
+    await ready(svc)
+    first = await _writing(engine, svc)
+    type_text(svc, 2, *END, " ")
+    first.cancel()
+    taken = await svc.complete(URI, END[0], END[1] + 1)
+    assert taken is not None and taken.text == "* a + b * b"
+    await idle(svc)
+    assert len(engine.calls) == 2  # the one taken over, and the line after it
+    type_text(svc, 3, END[0], END[1] + 1, taken.text)  # typed to the line's end
+    after = await svc.complete(URI, END[0], END[1] + 1 + len(taken.text))
+    assert after is not None and after.text == "\n    return c"
+    assert len(engine.calls) == 2 and svc.stats()["server"]["prefetch_hits"] == 1
+
+
+async def test_a_request_on_the_way_to_the_prefetched_place_lets_the_prefetch_finish() -> None:
+    """A request that goes to the model while the person types the shown suggestion (a rest the
+    gate held back, an explicit ask) leaves the line after it being computed; one elsewhere
+    stops it."""
+
+    def script(variant: str, prompt: str) -> str:
+        if prompt.endswith("a * a"):
+            return "\n    return c"
+        return "" if prompt.endswith(" *") else " * a"
+
+    engine = FakeEngine(script, s_per_token=0.05)
+    svc = make_service(engine, prefetch=True)
+    await ready(svc)
+    shown = await svc.complete(URI, *END)
+    assert shown is not None and shown.text == " * a"
+    while len(engine.calls) < 2:  # the prefetch is being written
+        await asyncio.sleep(0.005)
+    type_text(svc, 2, *END, " *")
+    # On the way there, and to the model (as a rest the show gate held back goes): it answers
+    # nothing here, so nothing is prefetched after it.
+    assert await svc.complete(URI, END[0], END[1] + 2, invoked=True) is None
+    type_text(svc, 3, END[0], END[1] + 2, " a")
+    after = await svc.complete(URI, END[0], END[1] + len(shown.text))
+    assert after is not None and after.text == "\n    return c"
+    assert svc.stats()["server"]["prefetch_hits"] == 1
+    assert svc.stats()["models"]["fake/fast"]["cancels"] == 0
+    calls = len(engine.calls)
+    svc.idle.prefetch_after(svc.snapshot(URI), after)
+    while len(engine.calls) == calls:
+        await asyncio.sleep(0.005)
+    await svc.complete(URI, 0, 3, invoked=True)  # elsewhere: the prefetch stops
+    await idle(svc)
+    assert svc.stats()["models"]["fake/fast"]["cancels"] == 1
 
 
 async def test_typing_something_else_stops_the_answer_being_written() -> None:

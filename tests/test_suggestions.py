@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lsp_server.config.tuning import REMEMBERED_PER_DOCUMENT_ITEMS
 from lsp_server.inline.answers import Origin
 from lsp_server.inline.memory import Remembered, SuggestionMemory, typed_through
 
@@ -62,3 +63,24 @@ def test_memory_prefers_the_newest_and_forgets_closed_documents() -> None:
     memory.remember("b", SHOWN)
     memory.clear()  # fast mode switched: the other model answers from now on
     assert memory.find("b", *doc("math")) is None
+
+
+def test_the_suggestions_shown_while_a_line_is_typed_do_not_push_out_the_line_after_it() -> None:
+    """The line after the shown one is computed for the line's end; the person then types the
+    line through, and each key's answer taken from a run in flight is remembered too."""
+    memory = SuggestionMemory()
+    memory.remember("a", SHOWN)
+    ahead = Remembered(BEFORE + SHOWN.text, AFTER, "  # m²", Origin.PREFETCHED, None)
+    memory.remember("a", ahead)
+    assert memory.prefetched("a", *doc(SHOWN.text))
+    assert not memory.prefetched("a", *doc("math"))  # the shown one's place, not the one after
+    for typed in range(1, REMEMBERED_PER_DOCUMENT_ITEMS + 2):
+        rest = SHOWN.text[typed:]
+        memory.remember(
+            "a", Remembered(BEFORE + SHOWN.text[:typed], AFTER, rest, Origin.IN_FLIGHT, None)
+        )
+    found = memory.find("a", *doc(SHOWN.text))
+    assert found is not None and found.item is ahead
+    later = Remembered(BEFORE + SHOWN.text + "  # m²", AFTER, "\n", Origin.PREFETCHED, None)
+    memory.remember("a", later)  # one computed ahead at a time: the newest
+    assert not memory.prefetched("a", *doc(SHOWN.text))

@@ -24,6 +24,7 @@ from lsp_server.config.tuning import (
     DRAFT_TOKENS,
     FIM_SUFFIX_TOKENS,
     MULTI_LINE_DEADLINE_S,
+    PREFETCH_DEADLINE_S,
     RECENT_NAMES_BONUS_LOGITS,
     SCORED_SUFFIX_CHARS,
     SCORED_SUFFIX_LINES,
@@ -429,5 +430,8 @@ def plan_at(
         repo_names=request.repo_names,
         recent_names=request.recent_names,
     )
+    if request.ahead:
+        deadline = max(plan.config.deadline_s or 0.0, PREFETCH_DEADLINE_S)
+        plan = replace(plan, config=replace(plan.config, deadline_s=deadline))
     at_line_end = request.ahead or settings.multiline != "never"  # "never": this line only
     return next_line_plan(plan) if at_line_end else plan

@@ -19,6 +19,9 @@ NAMES_MIN_WORD_CHARS = 1
 NAMES_MAX_CANDIDATES = 64
 SINGLE_LINE_DEADLINE_S = 1.5
 MULTI_LINE_DEADLINE_S = 4.0
+# A prefetch shares the machine with the keys typed while it runs (a line typed through): it
+# gets more time than a request, and the request at its place waits for it rather than start again.
+PREFETCH_DEADLINE_S = 3.0
 DRAFT_TOKENS = 8
 # A prompt whose uncached part would take longer than the request's prefill budget is answered
 # from the nearest lines instead (a short prompt that fits the budget); its window moves in

@@ -49,6 +49,15 @@ class Ahead:
         except PositionError:
             return False
 
+    def typed_toward(self, text: str, offset: int) -> bool:
+        """Whether `text`, its cursor at `offset`, is this document with the suggestion it
+        assumes partly typed: typing on reaches it."""
+        return (
+            offset <= self.offset
+            and self.text[self.offset :] == text[offset:]
+            and self.text.startswith(text[:offset])
+        )
+
 
 class IdleWork:
     def __init__(
@@ -146,8 +155,28 @@ class IdleWork:
         await pending.done.wait()
         return True
 
+    def stop_prefetch(self, key: str, text: str, offset: int | None) -> None:
+        """A request goes to the model: the prefetch in `key` stops, unless the person is typing
+        the suggestion it comes after (a rest the show gate held back, say): the end they are
+        typing toward needs it."""
+        pending = self.ahead.get(key)
+        if pending is None or offset is None or not pending.typed_toward(text, offset):
+            self.prefetches.cancel(key)
+
     def prefetch_after(self, snap: Snapshot, shown: Answer) -> None:
-        """Compute the suggestion after `shown` in the background (see `prefetch`)."""
+        """Compute the suggestion after `shown` in the background (see `prefetch`), unless it is
+        being computed or was: each key typed through the same line's rest ends it the same."""
+        try:
+            offset = offset_at(snap.text, shown.line, shown.character)
+        except PositionError:
+            return
+        text = snap.text[:offset] + shown.text + snap.text[offset:]
+        end = offset + len(shown.text)
+        pending = self.ahead.get(snap.uri)
+        if pending is not None and (pending.text, pending.offset) == (text, end):
+            return
+        if self._memory.prefetched(snap.uri, text, end):
+            return
         self._spawn(self.prefetch(snap, shown))
 
     async def prefetch(self, snap: Snapshot, shown: Answer) -> None:
@@ -168,6 +197,15 @@ class IdleWork:
             _, done = await self._models.run(
                 self._planner.plan_and_run, ahead, view, ticket.cancel, ahead=True
             )
+            if self._settings().debug:
+                log.info(
+                    "prefetch %s:%d:%d -> %r (%s)",
+                    snap.uri,
+                    line,
+                    character,
+                    done.text,
+                    "cancelled" if ticket.cancel.is_set() else done.empty_reason or "done",
+                )
             if done.text and not ticket.cancel.is_set():
                 item = Remembered(
                     ahead.text[:end], ahead.text[end:], done.text, Origin.PREFETCHED, done.result

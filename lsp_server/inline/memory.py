@@ -70,13 +70,19 @@ class SuggestionMemory:
         self._lock = threading.Lock()
 
     def remember(self, uri: str, item: Remembered) -> None:
+        """Keep `item`, the newest: the last REMEMBERED_PER_DOCUMENT_ITEMS shown, and the last
+        prefetch apart from them (the answers shown while a line is typed through would push
+        out the line after it, computed for its end)."""
         with self._lock:
-            kept = [
+            items = [item] + [
                 old
                 for old in self._items.pop(uri, [])
                 if (old.anchor, old.before, old.text) != (item.anchor, item.before, item.text)
             ]
-            self._items[uri] = [item, *kept][:REMEMBERED_PER_DOCUMENT_ITEMS]
+            shown = [i for i in items if i.origin is not Origin.PREFETCHED]
+            ahead = [i for i in items if i.origin is Origin.PREFETCHED]
+            kept = {id(i) for i in shown[:REMEMBERED_PER_DOCUMENT_ITEMS] + ahead[:1]}
+            self._items[uri] = [i for i in items if id(i) in kept]
             while len(self._items) > REMEMBERED_DOCUMENTS:
                 self._items.popitem(last=False)
 
@@ -89,6 +95,17 @@ class SuggestionMemory:
             if found is not None:
                 return found
         return None
+
+    def prefetched(self, uri: str, text: str, offset: int) -> bool:
+        """Whether the suggestion for exactly this document and cursor was computed ahead."""
+        with self._lock:
+            items = list(self._items.get(uri, ()))
+        return any(
+            item.origin is Origin.PREFETCHED
+            and (found := typed_through(item, text, offset)) is not None
+            and not found.typed
+            for item in items
+        )
 
     def forget(self, uri: str) -> None:
         with self._lock:

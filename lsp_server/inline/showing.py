@@ -118,6 +118,9 @@ class Showing:
         line_start = text.rfind("\n", 0, offset) + 1
         line_end = text.find("\n", offset)
         logprobs = offer.result.logprobs if offer.result else ()
+        # The whitespace a suggestion starts with (the newline and indentation that Enter types
+        # anyway, as editors indent) says nothing about whether the person wants what follows.
+        typed = offer.document[offer.anchor : offer.offset].lstrip()
         x = features(
             offer.text,
             rest_logprobs(logprobs, offer.typed, len(offer.text)),
@@ -125,7 +128,7 @@ class Showing:
             text[offset : line_end if line_end >= 0 else len(text)],
             ask.doc.language_id,
             offer.origin is Origin.PREFETCHED,
-            offer.typed,
+            len(typed),
         )
         held = self._show_gate.probability(x) < settings.showGateThreshold
         put = Put(text[:offset], text[offset:], offer.text, x, held)

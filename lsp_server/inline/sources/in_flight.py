@@ -48,4 +48,8 @@ class InFlight:
             return None
         rest = text[len(typed) :]
         own = replace(result, logprobs=rest_logprobs(result.logprobs, len(typed), len(rest)))
-        return Offer(Origin.IN_FLIGHT, rest, own, ask.text, offset, completion=done)
+        # The person is typing this line through: the line after it, computed while they type
+        # the rest, is ready at the line's end (where the next key would start it from scratch).
+        return Offer(
+            Origin.IN_FLIGHT, rest, own, ask.text, offset, completion=done, prefetch_after=True
+        )

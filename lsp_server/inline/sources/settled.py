@@ -22,20 +22,20 @@ class Settled:
         documents: Documents,
         planner: Planner,
         latest: LatestWins,
-        prefetches: LatestWins,
+        stop_prefetch: Callable[[str, str, int | None], None],
         flights: Flights,
     ) -> None:
         self._settings = settings
         self._documents = documents
         self._planner = planner
         self._latest = latest
-        self._prefetches = prefetches
+        self._stop_prefetch = stop_prefetch
         self._flights = flights
 
     async def attempt(self, attempt: Attempt) -> NoAnswer | None:
         """Raises PositionError."""
         ask = attempt.ask
-        self._prefetches.cancel(ask.doc.uri)
+        self._stop_prefetch(ask.doc.uri, ask.text, ask.offset)
         self._flights.cancel(ask.doc.uri)  # a run this request did not take over
         ticket = attempt.ticket = self._latest.begin(ask.doc.uri)
         await asyncio.sleep(0 if ask.invoked else self._settings().debounceMs / 1000)
