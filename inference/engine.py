@@ -19,14 +19,12 @@ from inference.generate import Finish, Generation, GenerationConfig, GenerationR
 from inference.healing import heal
 from inference.kv_cache import PoolConfig
 from inference.kv_store import open_store
-from inference.manifest import ManifestError, read_manifest
+from inference.loading import folder_loaders, variant_dirs
 from inference.metrics import Metrics
 from inference.model import Model, load_model_dir
 from inference.paths import (
-    MODEL_FILE,
     fastcomplete_home,
     kv_store_bytes,
-    variant_dir,
 )
 from inference.remote import RemoteConfig, RemoteModel
 from inference.router import FAST, REMOTE, STANDARD, Route, Router, Task
@@ -85,57 +83,15 @@ class EngineResult:
         return self.fallback_reason is not None
 
 
-def _loader(directory: Path, config: EngineConfig) -> Callable[[], Model]:
-    def load() -> Model:
-        if not directory.exists():
-            raise NoModel(f"not built: {directory} (run `fastcomplete models build`)")
-        model = load_model_dir(directory, config.session, config.pool, config.verify_hashes)
-        # Healing and the names' bonus index the vocabulary on first use: ~0.25 s for Qwen's
-        # 151k tokens, which the first mid-word ask used to pay (419 -> 99 ms measured).
-        _ = model.tokenizer.vocab_index
-        model.pool.store = open_store(model.manifest, config.kv_store_dir, config.kv_store_bytes)
-        return model
-
-    return load
-
-
-def variant_dirs(config: EngineConfig) -> dict[str, Path]:
-    """Each variant's folder: the one the config gives, else the named model's."""
-    fast, standard = config.fast_dir, config.standard_dir
-    if fast is not None and standard is not None:
-        return {FAST: fast, STANDARD: standard}
-    if config.model_name is None:
-        raise ValueError(
-            "EngineConfig names no model: pass model_name (models.choice.selected_model()) "
-            "or both fast_dir and standard_dir"
-        )
-    return {
-        FAST: fast or variant_dir(config.model_name, FAST),
-        STANDARD: standard or variant_dir(config.model_name, STANDARD),
-    }
-
-
-def same_graph(a: Path, b: Path) -> bool:
-    """Both variants are one graph (an FP16 fast model on a GPU): load it once."""
-    try:
-        files = [read_manifest(d).files for d in (a, b)]
-    except ManifestError:
-        return False
-    entry = [f.get(MODEL_FILE) for f in files]
-    return entry[0] is not None and entry[0] == entry[1]
-
-
-def _once(load: Callable[[], Model]) -> Callable[[], Model]:
-    """`load`, run at most once however many variants (and threads) ask for it."""
-    lock, made = threading.Lock(), []
-
-    def shared() -> Model:
-        with lock:
-            if not made:
-                made.append(load())
-            return made[0]
-
-    return shared
+def _load(directory: Path, config: EngineConfig) -> Model:
+    if not directory.exists():
+        raise NoModel(f"not built: {directory} (run `fastcomplete models build`)")
+    model = load_model_dir(directory, config.session, config.pool, config.verify_hashes)
+    # Healing and the names' bonus index the vocabulary on first use: ~0.25 s for Qwen's
+    # 151k tokens, which the first mid-word ask used to pay (419 -> 99 ms measured).
+    _ = model.tokenizer.vocab_index
+    model.pool.store = open_store(model.manifest, config.kv_store_dir, config.kv_store_bytes)
+    return model
 
 
 def _healed(
@@ -168,11 +124,9 @@ class Engine:
         pass scripted ones)."""
         self.config = config
         self.metrics = Metrics()
-        dirs = variant_dirs(config)
+        dirs = variant_dirs(config.model_name, config.fast_dir, config.standard_dir)
         if loaders is None:
-            loaders = {v: _loader(d, config) for v, d in dirs.items()}
-            if same_graph(dirs[FAST], dirs[STANDARD]):
-                loaders[FAST] = loaders[STANDARD] = _once(loaders[STANDARD])
+            loaders = folder_loaders(dirs, lambda directory: _load(directory, config))
         loaders = dict(loaders)  # the remote joins our own copy
         if config.remote is not None:
             remote = RemoteModel(config.remote)

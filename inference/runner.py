@@ -13,7 +13,7 @@ from inference.errors import ModelFailure
 from inference.graph import GraphSpec
 from inference.kv_cache import KVSlot
 from inference.session import cuda_graph_enabled, on_gpu
-from inference.tuning import MEASURE_MIN_TOKENS
+from inference.tuning import MEASURE_MIN_TOKENS, PREFILL_RATE_NEW_WEIGHT
 
 
 @dataclass(eq=False)
@@ -109,8 +109,8 @@ class Runner:
         return logits
 
     def measure_prefill(self, s_per_token: float) -> None:
-        old = self.prefill_s_per_token
-        self.prefill_s_per_token = s_per_token if old is None else 0.7 * old + 0.3 * s_per_token
+        old, w = self.prefill_s_per_token, PREFILL_RATE_NEW_WEIGHT
+        self.prefill_s_per_token = s_per_token if old is None else (1 - w) * old + w * s_per_token
 
     def _forward_growing(self, slot: KVSlot, ids: list[int], num_logits: int) -> np.ndarray:
         assert slot.past is not None

@@ -29,6 +29,7 @@ WARM_CHUNK_TOKENS = (32, 256)
 # replace it, averaged.
 PREFILL_S_PER_TOKEN = 0.002
 MEASURE_MIN_TOKENS = 32
+PREFILL_RATE_NEW_WEIGHT = 0.3  # each measured pass's share of the running average
 # Long prompts are fed in chunks so cancel/deadline are honoured mid-prefill; 256 was also the
 # fastest chunk for a 1024-token prefill of the fast model here (1.54 s vs 1.66 s at 512, 1.94 s whole).
 PREFILL_CHUNK_TOKENS = 256

@@ -574,7 +574,8 @@ async def test_a_request_on_the_way_to_the_prefetched_place_lets_the_prefetch_fi
     assert svc.stats()["server"]["prefetch_hits"] == 1
     assert svc.stats()["models"]["fake/fast"]["cancels"] == 0
     calls = len(engine.calls)
-    svc.idle.prefetch_after(svc.snapshot(URI), after)
+    snap = svc.snapshot(URI)
+    svc.idle.prefetch_after(snap.uri, snap.version, snap.text, after, snap)
     while len(engine.calls) == calls:
         await asyncio.sleep(0.005)
     await svc.complete(URI, 0, 3, invoked=True)  # elsewhere: the prefetch stops

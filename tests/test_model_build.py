@@ -324,7 +324,8 @@ def test_the_real_hf_folder_reads_the_same_everywhere(real_model: Path) -> None:
 
 @pytest.mark.model  # the tiny model's CUDA graphs with this device's default fast model
 def test_cuda_default_fast_model_is_the_fp16_graph_loaded_once(home_with_tiny: Path) -> None:
-    from inference.engine import Engine, EngineConfig, same_graph
+    from inference.engine import Engine, EngineConfig
+    from inference.loading import same_graph
     from inference.router import FAST, STANDARD
 
     result = build(BuildRequest(tiny=True, cuda=True), quiet=True)

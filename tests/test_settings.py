@@ -15,20 +15,16 @@ from lsp_server.config.settings import (
     CAPABILITY_KEYS,
     CLIENT_KEYS,
     VALIDATORS,
-    VSCODE_PACKAGE,
     Settings,
     default,
     merge,
     remote_config,
     specs,
-    vscode_package,
-    vscode_properties,
 )
+from lsp_server.config.vscode_package import VSCODE_PACKAGE, vscode_package, vscode_properties
 
 REPO = Path(__file__).resolve().parent.parent
-REGENERATE = (
-    "run `python -m lsp_server.config.settings` to write it from lsp_server/config/settings.py"
-)
+REGENERATE = "run `python -m lsp_server.config.vscode_package` to write it from lsp_server/config/settings.py"
 NVIM_PLUGIN = REPO / "editors" / "nvim" / "lua" / "fastcomplete" / "init.lua"
 # A docs table's row for one setting: | `key` | `default` | what it does |
 DOC_ROW = re.compile(r"^\| `(\w+)` \| `([^`]*)` \|(.*)\|$", re.M)

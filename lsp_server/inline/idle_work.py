@@ -163,20 +163,27 @@ class IdleWork:
         if pending is None or offset is None or not pending.typed_toward(text, offset):
             self.prefetches.cancel(key)
 
-    def prefetch_after(self, snap: Snapshot, shown: Answer) -> None:
-        """Compute the suggestion after `shown` in the background (see `prefetch`), unless it is
-        being computed or was: each key typed through the same line's rest ends it the same."""
+    def prefetch_after(
+        self, uri: str, version: int, text: str, shown: Answer, snap: Snapshot | None = None
+    ) -> None:
+        """Compute the suggestion after `shown` in `text` (version `version` of `uri`) in the
+        background (see `prefetch`), unless it is being computed or was: each key typed through
+        the same line's rest ends it the same. `snap`: `text` parsed, when the request made it
+        (an answer taken over from a run in flight came before the request settled)."""
         try:
-            offset = offset_at(snap.text, shown.line, shown.character)
+            offset = offset_at(text, shown.line, shown.character)
         except PositionError:
             return
-        text = snap.text[:offset] + shown.text + snap.text[offset:]
-        end = offset + len(shown.text)
-        pending = self.ahead.get(snap.uri)
-        if pending is not None and (pending.text, pending.offset) == (text, end):
+        ahead, end = text[:offset] + shown.text + text[offset:], offset + len(shown.text)
+        pending = self.ahead.get(uri)
+        if pending is not None and (pending.text, pending.offset) == (ahead, end):
             return
-        if self._memory.prefetched(snap.uri, text, end):
+        if self._memory.prefetched(uri, ahead, end):
             return
+        if snap is None:
+            snap = self._documents.snapshot(uri)
+            if snap is None or snap.version != version or snap.text != text:
+                return
         self._spawn(self.prefetch(snap, shown))
 
     async def prefetch(self, snap: Snapshot, shown: Answer) -> None:

@@ -113,12 +113,11 @@ class InlinePolicy:
 
     def _after(self, attempt: Attempt, offer: Offer, answer: Answer | None) -> None:
         """The suggestion after a shown one, computed in idle time (prefetch)."""
-        if answer is None or not offer.prefetch_after or not self._settings().prefetch:
-            return
-        # An answer taken over from a run in flight came before the request settled.
-        snap = attempt.snap or self._documents.snapshot(attempt.ask.doc.uri)
-        if snap is not None and snap.version == attempt.ask.version and snap.text == offer.document:
-            self._idle.prefetch_after(snap, answer)
+        if answer is not None and offer.prefetch_after and self._settings().prefetch:
+            ask = attempt.ask
+            self._idle.prefetch_after(
+                ask.doc.uri, ask.version, offer.document, answer, attempt.snap
+            )
 
     def cancel(self, key: str) -> None:
         """The document closed: its request in flight ends."""
